@@ -1,0 +1,1 @@
+"""Attacks: generators that take (Observation, Knowledge, params, device) and yield Steps."""

@@ -1,0 +1,141 @@
+"""DLG (Zhu et al., 2019) and iDLG (Zhao et al., 2020): match the shared gradient with L-BFGS.
+
+The published DLG loop starts from N(0, 1) noise and a random label, and on some photo/seed pairs it
+diverges to a point L-BFGS never leaves (it sits near 5 dB). Our `robust` loop keeps the objective
+(the L2 gradient distance, image and soft label optimised jointly) but
+  * starts from mid-gray plus a little noise, and from the label the last layer's gradient gives;
+  * watches its own loss: non-finite or stuck far from zero → restart from a new seed, visibly;
+  * always keeps the best estimate it has seen (by its own loss), so a late blow-up costs nothing;
+  * re-scales the loss when L-BFGS's absolute tolerances stop it short of convergence (polish).
+`loop=original` runs the published loop unchanged, for comparison and teaching.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from ..threat import Knowledge, Observation, Step
+from .gradients import infer_labels, l2_distance, model_gradients
+
+STALL_WINDOW = 10  # steps without a 1% improvement of the best loss
+STALL_RATIO = 1e-4  # ... while still above this fraction of the starting loss -> restart
+POLISH_RATIO = 1e-3  # improvements smaller than this fraction of the loss per step -> re-scale
+POLISH_BELOW = 1e-6  # ... but only this close to convergence (earlier, let L-BFGS keep its history)
+DIVERGED = 100.0  # a loss this many times the trial's best means L-BFGS jumped away
+
+
+def _initial_image(shape, g: torch.Generator, loop: str) -> torch.Tensor:
+    if loop == "original":
+        return torch.randn(shape, generator=g)
+    return (0.5 + 0.1 * torch.randn(shape, generator=g)).clamp(0, 1)
+
+
+def _initial_label_logits(model, target, bs: int, classes: int, g, loop: str) -> torch.Tensor:
+    if loop == "original":
+        return torch.randn((bs, classes), generator=g)
+    logits = torch.zeros((bs, classes))
+    for i, c in enumerate(infer_labels(model, target, bs)):
+        logits[i, c] = 5.0  # a confident start; the label stays free to move
+    return logits
+
+
+def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_labels: list[int] | None,
+                      ) -> Iterator[Step]:
+    """The L-BFGS loop shared by DLG (soft labels) and iDLG (fixed_labels)."""
+    model = kn.model.to(device)
+    model.train()
+    target = [t.to(device) for t in obs.payload]
+    bs, shape = kn.batch_size, (kn.batch_size, *kn.input_shape)
+    loop, total, max_restarts = p["loop"], p["iterations"], p["restarts"]
+    hard = torch.tensor(fixed_labels, device=device) if fixed_labels is not None else None
+
+    best_loss, best_x, best_labels = math.inf, None, None
+    done, trial = 0, 0
+    while done < total:
+        g = torch.Generator().manual_seed(p["seed"] * 1000 + 17 + trial)
+        x = _initial_image(shape, g, loop).to(device).requires_grad_(True)
+        variables = [x]
+        if hard is None:
+            y = _initial_label_logits(model, target, bs, kn.num_classes, g, loop).to(device).requires_grad_(True)
+            variables.append(y)
+        scale = 1.0
+
+        def make_optimizer():
+            return torch.optim.LBFGS(variables, lr=p["lr"], max_iter=20, history_size=100)
+
+        opt = make_optimizer()
+
+        def closure():
+            label = hard if hard is not None else F.softmax(y, dim=-1)
+            loss = l2_distance(model_gradients(model, x, label, create_graph=True), target)
+            # differentiate w.r.t. the estimates only (not the model weights): saves a third of the work
+            scaled = loss * scale
+            for v, grad in zip(variables, torch.autograd.grad(scaled, variables)):
+                v.grad = grad
+            return scaled.detach()  # L-BFGS's tolerances must see the scaled loss
+
+        first, trial_best, since_improved, prev = None, math.inf, 0, None
+        trial_min, trial_vars = math.inf, None
+        reason = "budget"
+        while done < total:
+            before = [v.detach().clone() for v in variables]
+            loss = float(opt.step(closure)) / scale  # L-BFGS returns the loss at `before`
+            done += 1
+            finite = math.isfinite(loss)
+            if finite and loss < trial_min:
+                trial_min, trial_vars = loss, before
+            if finite and loss < best_loss:
+                best_loss, best_x = loss, before[0]
+                best_labels = hard.tolist() if hard is not None else before[1].argmax(-1).tolist()
+            first = loss if first is None else first
+            if finite and loss < trial_best * 0.99:
+                trial_best, since_improved = loss, 0
+            else:
+                since_improved += 1
+            labels = (hard if hard is not None else y.argmax(-1)).tolist()
+            yield Step(done, total, loss, x.detach(), labels)
+            if loop == "original":
+                continue
+            if (not finite or loss > DIVERGED * trial_min) and trial_vars is not None:
+                # L-BFGS jumped away from a good estimate: go back to the best one and carry on.
+                with torch.no_grad():
+                    for v, b in zip(variables, trial_vars):
+                        v.copy_(b)
+                scale, prev = 1.0 / max(trial_min, 1e-30), None
+                opt = make_optimizer()
+                yield Step(done, total, trial_min, x.detach(), labels, "diverged — back to the best estimate so far")
+                continue
+            if not finite:
+                reason = "the loss became non-finite"
+                break
+            if since_improved >= STALL_WINDOW and trial_best > STALL_RATIO * first:
+                reason = f"stalled at loss {trial_best:.3g}"
+                break
+            if loss < POLISH_BELOW * first and prev is not None and 0 <= prev - loss < POLISH_RATIO * loss:
+                # L-BFGS stops on absolute tolerances; re-scaling the loss lets it continue to converge.
+                scale = 1.0 / max(loss, 1e-30)
+                opt = make_optimizer()
+            prev = loss
+        if reason == "budget" or trial >= max_restarts:
+            break
+        trial += 1
+        yield Step(done, total, best_loss, (best_x if best_x is not None else x.detach()), best_labels,
+                   f"{reason} — restarting from a new random start ({trial}/{max_restarts})")
+    if best_x is None:  # every step was non-finite: report the last estimate honestly
+        best_x, best_labels = x.detach(), None
+    yield Step(done, total, best_loss, best_x.clamp(0, 1), best_labels,
+               "kept the estimate with the lowest gradient distance", final=True)
+
+
+def dlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    """Deep Leakage from Gradients: image and soft label optimised jointly."""
+    yield from gradient_matching(obs, kn, p, device, fixed_labels=None)
+
+
+def idlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    """iDLG: the label from the last layer's gradient (exact at batch 1), then match the image only."""
+    labels = infer_labels(kn.model, obs.payload, kn.batch_size)
+    yield from gradient_matching(obs, kn, p, device, fixed_labels=labels)

@@ -1,0 +1,266 @@
+"""Offline data: the photos scikit-image ships, scikit-learn digits, LFW faces, an image folder,
+torchvision datasets already on disk, and user uploads. Nothing is ever downloaded.
+
+Every source yields images as float tensors (C, H, W) in [0, 1], square, resized with anti-aliasing,
+always 3 channels (grayscale is repeated) so that any model can take any source.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from .errors import LeakdemoError, ParamError
+
+SOURCES = ("samples", "digits", "faces", "folder", "torchvision")
+SOURCE_HELP = {
+    "samples": "the photos scikit-image ships (astronaut, coffee, rocket, ...), by name",
+    "digits": "scikit-learn's 8×8 handwritten digits, upsampled (an MNIST stand-in), by index",
+    "faces": "the 100 face crops of scikit-image's lfw_subset, by index",
+    "folder": "your own image folder on disk (sub-folders are classes), by file name",
+    "torchvision": "a torchvision dataset already on disk under data_root (never downloaded), by index",
+}
+TORCHVISION_SETS = ("CIFAR10", "CIFAR100", "MNIST", "FashionMNIST", "SVHN")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
+MAX_PIXELS = 40_000_000  # refuse decompression bombs
+
+# skimage.data function -> the file it reads; only those present in the installed package are offered.
+_SKIMAGE_FILES = {
+    "astronaut": "astronaut.png", "brick": "brick.png", "camera": "camera.png", "cell": "cell.png",
+    "chelsea": "chelsea.png", "checkerboard": "chessboard_GRAY.png", "clock": "clock_motion.png",
+    "coffee": "coffee.png", "coins": "coins.png", "colorwheel": "color.png", "grass": "grass.png",
+    "gravel": "gravel.png", "horse": "horse.png", "hubble_deep_field": "hubble_deep_field.jpg",
+    "immunohistochemistry": "ihc.png", "logo": "logo.png", "microaneurysms": "microaneurysms.png",
+    "moon": "moon.png", "page": "page.png", "retina": "retina.jpg", "rocket": "rocket.jpg",
+    "shepp_logan_phantom": "phantom.png", "text": "text.png",
+}
+
+
+@dataclass
+class Batch:
+    images: torch.Tensor  # (B, 3, S, S) in [0, 1]
+    labels: torch.Tensor  # (B,) long
+    names: list[str]
+    keys: list[str] | None = None  # the source's own item names (what `images` takes)
+
+
+# ---------------------------------------------------------------- preprocessing
+
+
+def to_square_rgb(img: np.ndarray, size: int) -> np.ndarray:
+    """Any 2-D image (gray, RGB, RGBA; uint8, bool or float) -> float32 (3, size, size) in [0, 1]."""
+    from skimage.transform import resize
+    from skimage.util import img_as_float32
+
+    img = np.asarray(img)
+    if img.dtype == bool:
+        img = img.astype(np.float32)
+    img = img_as_float32(img) if img.dtype.kind in "ui" else img.astype(np.float32)
+    if img.ndim == 2:
+        img = np.stack([img] * 3, axis=-1)
+    if img.shape[-1] == 4:  # composite RGBA on white
+        alpha = img[..., 3:4]
+        img = img[..., :3] * alpha + (1 - alpha)
+    img = img[..., :3]
+    h, w = img.shape[:2]
+    side = min(h, w)
+    top, left = (h - side) // 2, (w - side) // 2
+    img = img[top:top + side, left:left + side]
+    if side != size:
+        img = resize(img, (size, size), anti_aliasing=side > size, order=1, preserve_range=True)
+    return np.clip(img, 0, 1).astype(np.float32).transpose(2, 0, 1)
+
+
+# ---------------------------------------------------------------- samples
+
+
+def available_samples() -> list[str]:
+    """The scikit-image photos present in this installation (no network fetch is ever triggered)."""
+    import skimage.data._fetchers as fetchers
+
+    return [n for n, f in _SKIMAGE_FILES.items() if os.path.exists(os.path.join(fetchers._LEGACY_DATA_DIR, f))]
+
+
+@lru_cache(maxsize=64)
+def sample_image(name: str, size: int) -> np.ndarray:
+    import skimage.data
+
+    if name not in available_samples():
+        raise ParamError("images", f"unknown sample {name!r}; available: {', '.join(available_samples())}")
+    return to_square_rgb(getattr(skimage.data, name)(), size)
+
+
+# ---------------------------------------------------------------- digits, faces
+
+
+@lru_cache(maxsize=1)
+def _digits():
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    return (d.images / 16.0).astype(np.float32), d.target.astype(np.int64)
+
+
+@lru_cache(maxsize=1)
+def _faces():
+    import skimage.data
+
+    return skimage.data.lfw_subset()[:100].astype(np.float32)  # the first 100 are faces
+
+
+def _source_size(source: str, p: dict) -> int:
+    if source == "digits":
+        return len(_digits()[0])
+    if source == "faces":
+        return len(_faces())
+    if source == "folder":
+        return len(_folder_files(p["folder"]))
+    if source == "torchvision":
+        return len(_torchvision_set(p["tv_dataset"], p["data_root"]))
+    return len(available_samples())
+
+
+def item_names(source: str, p: dict) -> list[str]:
+    """The names users type in `images` for this source."""
+    if source == "samples":
+        return available_samples()
+    if source == "folder":
+        return [rel for rel, _ in _folder_files(p["folder"])]
+    return [str(i) for i in range(_source_size(source, p))]
+
+
+def load_item(source: str, key: str, p: dict) -> tuple[np.ndarray, int, str]:
+    """(image (3,S,S), label, display name) for one item of a source."""
+    size, classes = p["image_size"], p["num_classes"]
+    if source == "samples":
+        names = available_samples()
+        return sample_image(key, size), names.index(key) % classes, key
+    if source == "digits":
+        imgs, labels = _digits()
+        i = int(key)
+        return to_square_rgb(imgs[i], size), int(labels[i]) % classes, f"digit {labels[i]} #{i}"
+    if source == "faces":
+        i = int(key)
+        return to_square_rgb(_faces()[i], size), i % classes, f"face #{i}"
+    if source == "folder":
+        files = dict(_folder_files(p["folder"]))
+        path, label = files[key]
+        return to_square_rgb(read_image_file(path), size), label % classes, key
+    if source == "torchvision":
+        ds = _torchvision_set(p["tv_dataset"], p["data_root"])
+        img, label = ds[int(key)]
+        return to_square_rgb(np.asarray(img), size), int(label) % classes, f"{p['tv_dataset']} #{key}"
+    raise ParamError("data", f"must be one of {', '.join(SOURCES)}")
+
+
+# ---------------------------------------------------------------- folder, torchvision, files
+
+
+def read_image_file(path: str) -> np.ndarray:
+    """Read an image file safely: bounded pixel count, corrupt files give a clear message."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            if im.width * im.height > MAX_PIXELS:
+                raise LeakdemoError(f"images: {os.path.basename(path)} is {im.width}×{im.height} pixels; "
+                                    f"at most {MAX_PIXELS:,} pixels are allowed")
+            return np.asarray(im.convert("RGB"))
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as e:
+        raise LeakdemoError(f"images: cannot read {os.path.basename(path)!r} as an image ({e.__class__.__name__})") from None
+
+
+def _folder_files(folder: str) -> tuple[tuple[str, tuple[str, int]], ...]:
+    """(relative path, (absolute path, label)); sub-folders are classes, loose files get label by order."""
+    if not folder:
+        raise ParamError("folder", "set folder=PATH to an image folder when data=folder")
+    if not os.path.isdir(folder):
+        raise ParamError("folder", f"{folder!r} is not a readable folder")
+    classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
+    out = []
+    for root, _, files in sorted(os.walk(folder)):
+        rel_root = os.path.relpath(root, folder)
+        cls = rel_root.split(os.sep)[0]
+        for f in sorted(files):
+            if f.lower().endswith(IMAGE_SUFFIXES):
+                rel = f if rel_root == "." else os.path.join(rel_root, f)
+                label = classes.index(cls) if cls in classes else len(out)
+                out.append((rel, (os.path.join(root, f), label)))
+    if not out:
+        raise ParamError("folder", f"{folder!r} holds no images ({', '.join(IMAGE_SUFFIXES)})")
+    return tuple(out)
+
+
+@lru_cache(maxsize=4)
+def _torchvision_set(name: str, root: str):
+    import torchvision.datasets as tvd
+
+    if not root:
+        raise ParamError("data_root", "set data_root=PATH to where the torchvision dataset already lies")
+    try:
+        if name == "SVHN":
+            return tvd.SVHN(root, split="test", download=False)
+        return getattr(tvd, name)(root, train=False, download=False)
+    except Exception as e:  # torchvision raises RuntimeError for missing or corrupt data
+        raise ParamError("data_root", f"no {name} found under {root!r} (leakdemo never downloads: {e})") from None
+
+
+# ---------------------------------------------------------------- batches
+
+
+def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None) -> Batch:
+    """The client's private batch: the named `images` first, the rest picked by `seed` from the source.
+
+    `uploads` (name, array) replace the source entirely (the dashboard's own images).
+    """
+    size, bs, classes = p["image_size"], p["batch_size"], p["num_classes"]
+    if uploads:
+        if len(uploads) < bs:
+            raise ParamError("batch_size", f"is {bs} but only {len(uploads)} image(s) were uploaded")
+        imgs = [to_square_rgb(a, size) for _, a in uploads[:bs]]
+        return Batch(torch.from_numpy(np.stack(imgs)), torch.arange(bs) % classes, [n for n, _ in uploads[:bs]])
+    source = p["data"]
+    names = item_names(source, p)
+    wanted = [s.strip() for s in str(p.get("images", "")).split(",") if s.strip()]
+    for w in wanted:
+        if w not in names:
+            shown = ", ".join(names) if len(names) <= 30 else f"0 to {len(names) - 1}"
+            raise ParamError("images", f"unknown {source} item {w!r}; available: {shown}")
+    if len(set(wanted)) != len(wanted):
+        raise ParamError("images", "lists an image twice")
+    if len(wanted) > bs:
+        raise ParamError("images", f"names {len(wanted)} images but batch_size is {bs}")
+    if bs > len(names):
+        raise ParamError("batch_size", f"must be at most {len(names)} for data={source}, got {bs}")
+    rng = np.random.default_rng(p["seed"])
+    rest = [n for n in names if n not in wanted]
+    keys = wanted + [rest[i] for i in rng.permutation(len(rest))[: bs - len(wanted)]]
+    items = [load_item(source, k, p) for k in keys]
+    return Batch(torch.from_numpy(np.stack([i[0] for i in items])),
+                 torch.tensor([i[1] for i in items], dtype=torch.long), [i[2] for i in items], keys)
+
+
+def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
+    """Images for warming the model up (never the private batch): other items, or random crops of them."""
+    source = p["data"]
+    rng = np.random.default_rng(p["seed"] + 1)
+    if source == "samples":
+        names = [s for s in available_samples() if s not in exclude] or available_samples()
+        big = 2 * p["image_size"]
+        imgs, labels = [], []
+        for _ in range(n):
+            name = names[rng.integers(len(names))]
+            full = sample_image(name, big)
+            y, x = rng.integers(0, big // 2 + 1, size=2)
+            crop = full[:, y:y + big // 2, x:x + big // 2]
+            imgs.append(crop if rng.random() < 0.5 else crop[:, :, ::-1].copy())
+            labels.append(available_samples().index(name) % p["num_classes"])
+        return Batch(torch.from_numpy(np.stack(imgs)), torch.tensor(labels), [])
+    names = [k for k in item_names(source, p) if k not in exclude]
+    keys = [names[i] for i in rng.choice(len(names), size=min(n, len(names)), replace=False)]
+    items = [load_item(source, k, p) for k in keys]
+    return Batch(torch.from_numpy(np.stack([i[0] for i in items])),
+                 torch.tensor([i[1] for i in items], dtype=torch.long), [])

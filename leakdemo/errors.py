@@ -1,0 +1,13 @@
+"""The one error type users see: a single line that names the parameter and what is allowed."""
+
+
+class LeakdemoError(Exception):
+    """A problem with user input or the environment, worded for the person who caused it."""
+
+
+class ParamError(LeakdemoError, ValueError):
+    """A parameter value (or combination) that the catalog does not allow."""
+
+    def __init__(self, name: str, message: str):
+        self.name = name
+        super().__init__(f"{name}: {message}")

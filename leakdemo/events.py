@@ -1,0 +1,65 @@
+"""Events a run streams to whoever watches (dashboard, CLI, tests). Images travel as numpy arrays
+(B, H, W, 3) in [0, 1]; `to_json` leaves them out, so JSONL stays small."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Started:
+    scenario: dict
+    threat: dict  # receives / knows / defense / warnings, in plain words
+    originals: np.ndarray
+    names: list[str]
+    labels: list[int]
+    total: int
+    device: str
+    lpips: str  # availability, in words
+    setup_seconds: float
+    event: str = "started"
+
+
+@dataclass
+class Progress:
+    iteration: int
+    total: int
+    seconds: float
+    loss: float
+    psnr: float | None = None
+    ssim: float | None = None
+    eta: float | None = None
+    labels: list[int] | None = None
+    note: str | None = None
+    images: np.ndarray | None = None  # matched to the originals' order
+    psnr_per_image: list[float] | None = None
+    event: str = "progress"
+
+
+@dataclass
+class Finished:
+    status: str  # "finished" or "stopped"
+    metrics: dict
+    images: np.ndarray
+    seconds: float
+    iterations: int
+    history: dict = field(default_factory=dict)
+    event: str = "finished"
+
+
+@dataclass
+class Failed:
+    message: str
+    event: str = "failed"
+
+
+def to_json(event) -> dict[str, Any]:
+    """A JSON-ready dict without image arrays; Finished flattens its metrics to the top level."""
+    d = {k: v for k, v in asdict(event).items() if not isinstance(v, np.ndarray)}
+    if isinstance(event, Finished):
+        d.pop("history", None)
+        metrics = d.pop("metrics")
+        d = {"event": "finished", **metrics, **{k: v for k, v in d.items() if k != "event"}}
+    return d

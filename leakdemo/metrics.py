@@ -1,0 +1,123 @@
+"""Honest image metrics, computed outside the attack: PSNR (peak 1), SSIM, LPIPS, label accuracy.
+
+Batch reconstructions come back in arbitrary order, so they are paired with the originals by the
+Hungarian algorithm on MSE before anything is scored.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from functools import lru_cache
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+from skimage.metrics import structural_similarity
+
+PSNR_CAP = 100.0  # identical images: report 100 dB rather than infinity (JSON has no inf)
+
+
+def to_unit(images: torch.Tensor) -> torch.Tensor:
+    """Images as scored: detached, on the CPU, float32, clamped to [0, 1]."""
+    return images.detach().float().cpu().clamp(0, 1)
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """Per-image PSNR in dB with peak 1 for batches a, b of shape (B, C, H, W)."""
+    mse = ((to_unit(a) - to_unit(b)) ** 2).flatten(1).mean(1).double()
+    mse = mse.clamp(min=10 ** (-PSNR_CAP / 10))
+    return (-10 * torch.log10(mse)).numpy()
+
+
+def ssim(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """Per-image SSIM from scikit-image, data_range 1, channels last."""
+    x, y = to_unit(a).numpy(), to_unit(b).numpy()
+    side = min(x.shape[-2:])
+    win = min(7, side if side % 2 else side - 1)
+    return np.array([
+        structural_similarity(x[i].transpose(1, 2, 0), y[i].transpose(1, 2, 0), data_range=1.0,
+                              channel_axis=-1, win_size=max(win, 3))
+        for i in range(len(x))
+    ])
+
+
+def match(recon: torch.Tensor, truth: torch.Tensor) -> np.ndarray:
+    """order[i] = index of the reconstruction paired with original i (Hungarian on MSE)."""
+    r, t = to_unit(recon).flatten(1), to_unit(truth).flatten(1)
+    if len(r) == 1:
+        return np.zeros(1, dtype=int)
+    cost = torch.cdist(t.double(), r.double()).numpy() ** 2
+    rows, cols = linear_sum_assignment(cost)
+    order = np.empty(len(t), dtype=int)
+    order[rows] = cols
+    return order
+
+
+def label_accuracy(predicted, truth) -> float:
+    """Share of true labels recovered, as multisets (batch order is unknown to the attacker)."""
+    want = Counter(int(x) for x in truth)
+    got = Counter(int(x) for x in predicted)
+    return sum((want & got).values()) / max(1, len(truth))
+
+
+# ---------------------------------------------------------------- LPIPS
+
+
+# The file torchvision caches for AlexNet_Weights.IMAGENET1K_V1 (tests check it against torchvision).
+# Named here because importing torchvision.models just to learn it costs seconds.
+ALEXNET_FILE = "alexnet-owt-7be5be79.pth"
+
+
+def _alexnet_weights_path() -> str:
+    return os.path.join(torch.hub.get_dir(), "checkpoints", ALEXNET_FILE)
+
+
+@lru_cache(maxsize=4)
+def _lpips_model(weights_path: str):
+    import contextlib
+    import io
+
+    import lpips  # noqa: WPS433 (heavy, loaded only when weights exist)
+
+    with contextlib.redirect_stdout(io.StringIO()):  # lpips prints its set-up chatter
+        model = lpips.LPIPS(net="alex", verbose=False)
+    return model.eval()
+
+
+def lpips_status() -> tuple[bool, str]:
+    """(available, reason). LPIPS needs torchvision's AlexNet weights in the torch cache; we never download."""
+    path = _alexnet_weights_path()
+    if not os.path.exists(path):
+        return False, f"LPIPS unavailable: AlexNet weights not found at {path} (leakdemo never downloads)"
+    return True, f"LPIPS (AlexNet) from {path}"
+
+
+def lpips(a: torch.Tensor, b: torch.Tensor) -> np.ndarray | None:
+    """Per-image LPIPS distance, or None when the backbone weights are not cached."""
+    ok, _ = lpips_status()
+    if not ok:
+        return None
+    model = _lpips_model(_alexnet_weights_path())
+    x, y = to_unit(a), to_unit(b)
+    if min(x.shape[-2:]) < 32:  # AlexNet's strided stem needs room: upsample tiny images
+        x = torch.nn.functional.interpolate(x, size=32, mode="bilinear", align_corners=False)
+        y = torch.nn.functional.interpolate(y, size=32, mode="bilinear", align_corners=False)
+    if x.shape[1] == 1:
+        x, y = x.repeat(1, 3, 1, 1), y.repeat(1, 3, 1, 1)
+    with torch.no_grad():
+        d = model(x * 2 - 1, y * 2 - 1)
+    return d.flatten().numpy()
+
+
+def score(recon: torch.Tensor, truth: torch.Tensor, with_lpips: bool = False) -> dict:
+    """Match, then score: mean PSNR/SSIM (and LPIPS), per-image PSNR and the matching order."""
+    order = match(recon, truth)
+    paired = to_unit(recon)[torch.as_tensor(order)]
+    p = psnr(paired, truth)
+    s = ssim(paired, truth)
+    out = {"psnr": float(p.mean()), "ssim": float(s.mean()), "psnr_per_image": [float(v) for v in p],
+           "order": [int(i) for i in order]}
+    if with_lpips:
+        d = lpips(paired, truth)
+        out["lpips"] = None if d is None else float(d.mean())
+    return out

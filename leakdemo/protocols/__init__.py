@@ -1,0 +1,1 @@
+"""Protocols: simulate honest clients and produce (Observation, Knowledge, GroundTruth)."""

@@ -1,0 +1,65 @@
+"""FedSGD: the client sends the gradient of its loss on one private batch at the current weights."""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from ..data import load_batch, training_pool
+from ..defenses import apply_defense
+from ..models import MODEL_HELP, build_model
+from ..threat import GroundTruth, Knowledge, Observation
+
+
+def make_model(p: dict):
+    return build_model(p["model"], 3, p["image_size"], p["num_classes"], p["seed"],
+                       width=p["model_width"], depth=p["model_depth"], init=p["model_init"])
+
+
+def warm_up(model, p: dict, exclude: list[str], device) -> None:
+    """A few SGD steps on other images (never the private batch): trained models leak less."""
+    steps = p["warmup_steps"]
+    if steps <= 0:
+        return
+    pool = training_pool(p, exclude, n=64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    g = torch.Generator().manual_seed(p["seed"] + 2)
+    model.train()
+    for _ in range(steps):
+        idx = torch.randint(len(pool.labels), (min(16, len(pool.labels)),), generator=g)
+        x, y = pool.images[idx].to(device), pool.labels[idx].to(device)
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
+    batch = load_batch(p, uploads)
+    model = make_model(p).to(device)
+    warm_up(model, p, batch.keys or [], device)
+    model.train()  # the client computes its update in training mode
+    x, y = batch.images.to(device), batch.labels.to(device)
+    loss = F.cross_entropy(model(x), y)
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    g = torch.Generator().manual_seed(p["seed"] + 3)
+    sent = apply_defense(p["defense"], list(grads), p, g)
+
+    bs = len(y)
+    defense = p["defense"]
+    obs = Observation(
+        kind="gradients", payload=sent,
+        description=(f"the gradient of the training loss on one private batch of {bs} image(s)"
+                     + ("" if defense == "none" else f", after the client's defense '{defense}'")),
+        context={"batch_size": bs},
+    )
+    facts = [
+        f"the model architecture ({MODEL_HELP[p['model']]}) and its current weights — the server sent them",
+        f"the batch size ({bs}) and the image size ({p['image_size']}×{p['image_size']}, 3 channels)",
+        f"the number of classes ({p['num_classes']})",
+    ]
+    if p["warmup_steps"]:
+        facts.append(f"the weights after the model's {p['warmup_steps']} warm-up training steps (they are the current weights)")
+    knowledge = Knowledge(model=copy.deepcopy(model), input_shape=tuple(x.shape[1:]), num_classes=p["num_classes"],
+                          batch_size=bs, facts=facts)
+    return obs, knowledge, GroundTruth(batch.images.clone(), batch.labels.clone(), batch.names)

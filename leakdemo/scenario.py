@@ -1,0 +1,156 @@
+"""Scenario: one complete, validated, JSON-serialisable description of a run. Presets are named ones.
+
+Resolution order: component defaults ← preset (or scenario file) ← the user's overrides. Values the
+user typed are checked strictly (unknown names are errors); values inherited from a preset for a
+component the user switched away from are dropped, so the new component starts from its own defaults.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Mapping
+
+from . import catalog
+from .errors import LeakdemoError, ParamError
+
+PRESET_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "presets")
+FORMAT = "leakdemo-scenario/1"
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    title: str
+    description: str
+    params: dict
+    standard: bool = True  # part of `bench`'s default table
+
+
+@dataclass(frozen=True)
+class Scenario:
+    params: Mapping[str, Any]
+    preset: str = "custom"
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.params[key]
+
+    def get(self, key: str, default=None):
+        return self.params.get(key, default)
+
+    def to_dict(self) -> dict:
+        return {"format": FORMAT, "preset": self.preset, "params": dict(self.params)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def diff_from_preset(self) -> dict:
+        """Parameters that differ from the preset's resolved values (what a shareable URL needs)."""
+        base = resolve(load_preset(self.preset).params, preset=self.preset) if self.preset in presets() else None
+        return {k: v for k, v in self.params.items() if base is None or base.params.get(k) != v}
+
+
+@lru_cache(maxsize=1)
+def presets() -> dict[str, Preset]:
+    out = {}
+    for f in sorted(os.listdir(PRESET_DIR)):
+        if f.endswith(".json"):
+            with open(os.path.join(PRESET_DIR, f), encoding="utf-8") as fh:
+                d = json.load(fh)
+            out[d["name"]] = Preset(d["name"], d["title"], d["description"], d["params"], d.get("standard", True))
+    return out
+
+
+def load_preset(name: str) -> Preset:
+    table = presets()
+    if name not in table:
+        raise ParamError("preset", f"unknown preset {name!r}; available: {', '.join(table)}")
+    return table[name]
+
+
+def _choice(name: str, merged: dict) -> str:
+    p = next(q for q in catalog.CHOICE_PARAMS if q.name == name)
+    return p.coerce(merged.get(name, p.default))
+
+
+def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None,
+            preset: str = "custom") -> Scenario:
+    """Validate base (trusted: a preset or scenario file) plus overrides (typed by a user)."""
+    base, overrides = dict(base or {}), dict(overrides or {})
+    known = catalog.all_param_names()
+    for name in list(base) + list(overrides):
+        if name not in known:
+            close = sorted(k for k in known if k[:3] == name[:3])
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ParamError(name, f"unknown parameter{hint}; `python -m leakdemo list` shows them all")
+    merged = {**base, **overrides}
+    protocol = _choice("protocol", merged)
+    attack = _choice("attack", merged)
+    defense = _choice("defense", merged)
+    if attack not in catalog.attacks_for(protocol):
+        raise ParamError("attack", f"{attack} does not apply to protocol {protocol}; allowed: "
+                         f"{', '.join(catalog.attacks_for(protocol))}")
+    if defense not in catalog.defenses_for(protocol):
+        raise ParamError("defense", f"{defense} does not apply to protocol {protocol}; allowed: "
+                         f"{', '.join(catalog.defenses_for(protocol))}")
+    specs = catalog.params_for(protocol, attack, defense)
+
+    # inherited values for a component the user switched away from do not carry over
+    switched = {k for k in ("protocol", "attack", "defense") if k in overrides and base.get(k) not in (None, merged[k])}
+    kept_base = {}
+    for name, value in base.items():
+        if name not in specs:
+            continue
+        owned_by = set(catalog.owners(name))
+        if "attack" in switched and owned_by and owned_by <= set(catalog.ATTACKS):
+            continue
+        if "defense" in switched and owned_by and owned_by <= set(catalog.DEFENSES):
+            continue
+        kept_base[name] = value
+    for name in overrides:
+        if name not in specs:
+            where = ", ".join(catalog.owners(name))
+            raise ParamError(name, f"does not apply to protocol={protocol}, attack={attack}, defense={defense} "
+                             f"(it belongs to: {where})")
+    values = {}
+    for name, spec in specs.items():
+        raw = overrides.get(name, kept_base.get(name, spec.default))
+        values[name] = spec.coerce(raw)
+    values["protocol"], values["attack"], values["defense"] = protocol, attack, defense
+    warnings = []
+    bad = catalog.KNOWN_BAD.get((attack, values.get("model")))
+    if bad:
+        warnings.append(bad)
+    return Scenario(values, preset, tuple(warnings))
+
+
+def from_preset(name: str, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    return resolve(load_preset(name).params, overrides, preset=name)
+
+
+def from_file(path: str, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """A scenario.json written by `run --out` (or a preset file)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, UnicodeDecodeError) as e:
+        raise LeakdemoError(f"scenario: cannot read {path!r} ({e.__class__.__name__})") from None
+    except json.JSONDecodeError as e:
+        raise LeakdemoError(f"scenario: {path!r} is not valid JSON ({e.msg}, line {e.lineno})") from None
+    return from_dict(d, overrides)
+
+
+def from_dict(d: Any, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    if not isinstance(d, dict) or not isinstance(d.get("params"), dict):
+        raise LeakdemoError("scenario: expected a JSON object with a 'params' object (as `run --out` writes)")
+    name = d.get("preset") or d.get("name") or "custom"
+    return resolve(d["params"], overrides, preset=str(name))
+
+
+def load(spec: str, overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """PRESET_OR_JSON, as the CLI takes it."""
+    if spec.endswith(".json") or os.path.sep in spec:
+        return from_file(spec, overrides)
+    return from_preset(spec, overrides)

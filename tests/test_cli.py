@@ -1,0 +1,59 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "leakdemo", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_list_shows_everything():
+    r = cli("list")
+    assert r.returncode == 0
+    for word in ("fedsgd", "dlg", "idlg", "invgrad", "dp-gaussian", "dp-laplace", "prune", "invgrad-batch"):
+        assert word in r.stdout
+    d = json.loads(cli("list", "--json").stdout)
+    assert {p["name"] for p in d["presets"]} >= {"dlg", "idlg", "invgrad", "invgrad-batch"}
+
+
+def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
+    out = tmp_path / "out"
+    r = cli("run", "dlg", "--set", "iterations=3", "--set", "image_size=16", "--jsonl", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert lines[0]["event"] == "started" and lines[-1]["event"] == "finished"
+    progress = [x for x in lines if x["event"] == "progress"]
+    assert progress and all({"iteration", "seconds", "psnr"} <= set(x) for x in progress)
+    fin = lines[-1]
+    assert {"psnr", "ssim", "lpips", "label_accuracy", "seconds", "iterations"} <= set(fin)
+    assert sorted(os.listdir(out)) == ["grid.png", "history.csv", "metrics.json", "progress.gif", "scenario.json"]
+    again = cli("run", str(out / "scenario.json"), "--jsonl")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout.splitlines()[-1])["psnr"] == fin["psnr"]
+
+
+@pytest.mark.parametrize("args,starts", [
+    (("run", "nope"), "error: preset: unknown preset 'nope'; available: dlg"),
+    (("run", "dlg", "--set", "zzz=1"), "error: zzz: unknown parameter"),
+    (("run", "dlg", "--set", "lr=-1"), "error: lr: must be a number in [0.0001, 10], got -1"),
+    (("run", "dlg", "--set", "batch_size=0"), "error: batch_size: must be an integer in [1, 64], got 0"),
+    (("run", "dlg", "--set", "attack=magic"), "error: attack: must be one of dlg, idlg, invgrad"),
+    (("run", "dlg", "--set", "images=nope"), "error: images: unknown samples item 'nope'"),
+    (("run", "dlg", "--set", "iterations"), "error: --set: expected name=value"),
+    (("run", "/tmp/definitely-missing.json"), "error: scenario: cannot read"),
+    (("run", "dlg", "--device", "cuda"), "error: device: cuda is not available"),
+    (("frobnicate",), "error: argument cmd: invalid choice"),
+])
+def test_bad_input_is_one_line_exit_2(args, starts):
+    r = cli(*args)
+    if "cuda" in args and r.returncode == 0:
+        pytest.skip("this machine has CUDA")
+    assert r.returncode == 2
+    assert r.stderr.startswith(starts), r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1

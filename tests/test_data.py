@@ -1,0 +1,71 @@
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from leakdemo.data import available_samples, load_batch, to_square_rgb
+from leakdemo.errors import LeakdemoError, ParamError
+from leakdemo.scenario import from_preset
+
+
+def params(**kw):
+    return dict(from_preset("dlg", kw).params)
+
+
+def test_samples_are_offline_colour_and_gray():
+    names = available_samples()
+    assert {"astronaut", "coffee", "rocket", "immunohistochemistry", "camera", "moon"} <= set(names)
+    b = load_batch(params(images="camera,coffee", batch_size="2"))
+    assert b.images.shape == (2, 3, 32, 32)
+    assert torch.allclose(b.images[0, 0], b.images[0, 1])  # grayscale repeated into 3 channels
+    assert 0 <= b.images.min() and b.images.max() <= 1
+
+
+def test_batch_is_deterministic_per_seed_and_named_images_come_first():
+    a = load_batch(params(images="rocket", batch_size="3", seed="5"))
+    b = load_batch(params(images="rocket", batch_size="3", seed="5"))
+    c = load_batch(params(images="rocket", batch_size="3", seed="6"))
+    assert a.names == b.names and torch.equal(a.images, b.images)
+    assert a.names[0] == "rocket" and a.names != c.names
+
+
+def test_unknown_image_lists_the_available_ones():
+    with pytest.raises(ParamError, match="^images: unknown samples item 'nope'; available: astronaut"):
+        load_batch(params(images="nope"))
+    with pytest.raises(ParamError, match="^images: names 2 images but batch_size is 1"):
+        load_batch(params(images="coffee,rocket"))
+
+
+def test_digits_and_faces():
+    d = load_batch(params(data="digits", images="", batch_size="4", num_classes="10"))
+    assert d.images.shape == (4, 3, 32, 32) and all(n.startswith("digit") for n in d.names)
+    assert 0 <= int(d.labels.min()) and int(d.labels.max()) < 10
+    f = load_batch(params(data="faces", images="3", batch_size="1"))
+    assert f.names == ["face #3"]
+
+
+def test_folder_source_and_corrupt_files(tmp_path):
+    for cls in ("cats", "dogs"):
+        (tmp_path / cls).mkdir()
+        Image.fromarray((np.random.default_rng(0).random((40, 50, 3)) * 255).astype(np.uint8)).save(tmp_path / cls / "a.png")
+    b = load_batch(params(data="folder", folder=str(tmp_path), images="dogs/a.png", batch_size="2", num_classes="10"))
+    assert sorted(b.labels.tolist()) == [0, 1]
+    (tmp_path / "cats" / "broken.png").write_bytes(b"not an image")
+    with pytest.raises(LeakdemoError, match="cannot read 'broken.png'"):
+        load_batch(params(data="folder", folder=str(tmp_path), images="cats/broken.png"))
+    with pytest.raises(ParamError, match="^folder: "):
+        load_batch(params(data="folder", folder=str(tmp_path / "missing")))
+
+
+def test_torchvision_never_downloads(tmp_path):
+    with pytest.raises(ParamError, match="^data_root: no CIFAR10 found under .*never downloads"):
+        load_batch(params(data="torchvision", data_root=str(tmp_path), images=""))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_preprocessing_handles_rgba_bool_and_rectangles():
+    rgba = np.zeros((20, 30, 4), dtype=np.uint8)
+    rgba[..., 3] = 0  # fully transparent -> white
+    out = to_square_rgb(rgba, 16)
+    assert out.shape == (3, 16, 16) and np.allclose(out, 1)
+    assert to_square_rgb(np.ones((9, 9), dtype=bool), 8).shape == (3, 8, 8)

@@ -1,0 +1,96 @@
+import pytest
+
+from leakdemo import catalog
+from leakdemo.errors import ParamError
+from leakdemo.params import Param
+from leakdemo.scenario import from_preset, presets, resolve
+
+
+def test_numbers_are_coerced_and_range_checked():
+    p = Param("lr", "float", 0.1, "h", low=1e-4, high=1.0)
+    assert p.coerce("0.5") == 0.5
+    for bad in ("abc", "nan", "inf", "2", True, None):
+        with pytest.raises(ParamError, match=r"^lr: must be a number in \[0.0001, 1\]"):
+            p.coerce(bad)
+
+
+def test_ints_reject_fractions_and_bools():
+    p = Param("iterations", "int", 10, "h", low=1, high=100)
+    assert p.coerce("7") == 7 and p.coerce(7.0) == 7
+    for bad in ("7.5", 7.5, True, "0", "101"):
+        with pytest.raises(ParamError, match="^iterations: must be an integer in"):
+            p.coerce(bad)
+
+
+def test_choices_and_bools():
+    p = Param("loop", "choice", "robust", "h", choices=("robust", "original"))
+    with pytest.raises(ParamError, match="one of robust, original"):
+        p.coerce("fast")
+    assert Param("x", "bool", False, "h").coerce("yes") is True
+
+
+def test_every_preset_resolves_and_every_default_is_valid():
+    assert {"dlg", "idlg", "invgrad", "invgrad-batch"} <= set(presets())
+    for name in presets():
+        s = from_preset(name)
+        for spec in catalog.params_for(s["protocol"], s["attack"], s["defense"]).values():
+            spec.coerce(spec.default)
+            spec.coerce(s[spec.name])
+
+
+def test_unknown_and_misplaced_parameters_are_named():
+    with pytest.raises(ParamError, match="^foo: unknown parameter"):
+        from_preset("dlg", {"foo": 1})
+    with pytest.raises(ParamError, match="^dp_sigma: does not apply .* dp-gaussian, dp-laplace"):
+        from_preset("dlg", {"dp_sigma": "0.1"})
+    with pytest.raises(ParamError, match="^preset: unknown preset 'nope'; available: "):
+        from_preset("nope")
+
+
+def test_switching_attack_drops_the_old_attacks_values():
+    s = from_preset("invgrad", {"attack": "dlg"})
+    assert s["lr"] == catalog.ATTACKS["dlg"].param("lr").default  # not invgrad's 0.1
+    assert s["model"] == "convnet"  # protocol values stay
+    assert s.warnings == ()
+    s = from_preset("dlg", {"attack": "invgrad"})
+    assert any("stalls on the sigmoid LeNet" in w for w in s.warnings)
+
+
+def test_defense_parameters_follow_the_defense():
+    s = from_preset("dlg", {"defense": "dp-gaussian", "dp_sigma": "0.1"})
+    assert s["dp_sigma"] == 0.1 and s["dp_clip"] == 0.0
+    with pytest.raises(ParamError, match="^prune_ratio: must be a number in"):
+        from_preset("dlg", {"defense": "prune", "prune_ratio": "1.5"})
+
+
+def test_scenario_round_trips_through_json(tmp_path):
+    from leakdemo.scenario import from_file
+    s = from_preset("dlg", {"seed": "3", "images": "rocket"})
+    path = tmp_path / "scenario.json"
+    path.write_text(s.to_json())
+    again = from_file(str(path))
+    assert again.params == s.params and again.preset == "dlg"
+    assert s.diff_from_preset() == {"seed": 3, "images": "rocket"}
+
+
+def test_bad_scenario_files_give_one_line(tmp_path):
+    from leakdemo.errors import LeakdemoError
+    from leakdemo.scenario import from_file
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(LeakdemoError, match="not valid JSON"):
+        from_file(str(bad))
+    with pytest.raises(LeakdemoError, match="cannot read"):
+        from_file(str(tmp_path / "missing.json"))
+    bad.write_text("[1, 2]")
+    with pytest.raises(LeakdemoError, match="'params' object"):
+        from_file(str(bad))
+
+
+def test_catalog_lists_papers_and_valid_combinations():
+    d = catalog.describe()
+    assert {a["name"] for a in d["attacks"]} == {"dlg", "idlg", "invgrad"}
+    assert all(a["paper"] for a in d["attacks"])
+    assert catalog.attacks_for("fedsgd") == ["dlg", "idlg", "invgrad"]
+    with pytest.raises(ParamError, match="^protocol: must be one of"):
+        resolve({"protocol": "fedprox"})
