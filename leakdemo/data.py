@@ -264,3 +264,33 @@ def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
     items = [load_item(source, k, p) for k in keys]
     return Batch(torch.from_numpy(np.stack([i[0] for i in items])),
                  torch.tensor([i[1] for i in items], dtype=torch.long), [])
+
+
+# ---------------------------------------------------------------- uploads
+
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+MAX_UPLOAD_SIDE = 4096
+UPLOAD_FORMATS = {"PNG", "JPEG", "WEBP"}
+
+
+def decode_upload(name: str, data: bytes) -> np.ndarray:
+    """A user's uploaded file -> RGB array, refusing non-images, huge files and decompression bombs."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise LeakdemoError(f"{name}: {len(data) / 2**20:.1f} MB is over the 10 MB limit")
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            if im.format not in UPLOAD_FORMATS:
+                raise LeakdemoError(f"{name}: only PNG, JPEG and WebP images are accepted (this is {im.format})")
+            if max(im.size) > MAX_UPLOAD_SIDE:
+                raise LeakdemoError(f"{name}: {im.width}×{im.height} pixels is too large "
+                                    f"(at most {MAX_UPLOAD_SIDE} pixels a side)")
+            im.load()
+            return np.asarray(im.convert("RGB"))
+    except LeakdemoError:
+        raise
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+        raise LeakdemoError(f"{name}: not a readable image (corrupt or not PNG/JPEG/WebP)") from None

@@ -63,8 +63,11 @@ def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_la
             variables.append(y)
         scale = 1.0
 
+        # restarts add a strong-Wolfe line search: slower per step, but it cannot jump into saturation
+        search = "strong_wolfe" if (trial > 0 and loop != "original") else None
+
         def make_optimizer():
-            return torch.optim.LBFGS(variables, lr=p["lr"], max_iter=20, history_size=100)
+            return torch.optim.LBFGS(variables, lr=p["lr"], max_iter=20, history_size=100, line_search_fn=search)
 
         opt = make_optimizer()
 

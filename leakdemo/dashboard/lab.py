@@ -1,0 +1,386 @@
+"""The Attack Lab page: choose a scenario in the sidebar, read the threat model, run, watch it stream.
+
+Layout and widgets only: the scenario logic is in state.py and the engine, runs live in pool.py.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from .. import catalog
+from ..artifacts import upscale
+from ..data import available_samples, decode_upload, sample_image
+from ..device import cuda_available, describe_hardware
+from ..errors import LeakdemoError
+from ..scenario import from_dict, presets
+from . import state
+from .pool import RunPool
+
+ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
+RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
+POLL_SECONDS = 0.3
+CELL = 160  # on-screen pixels per image: nearest-neighbour, crisp on a projector
+
+CSS = f"""
+<style>
+.block-container {{padding-top: 2.2rem;}}
+h1 {{font-size: 2.3rem !important;}}
+.ld-orig {{color: {ORIGINAL_COLOR}; font-weight: 700; font-size: 1.15rem;}}
+.ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}
+[data-testid="stMetricValue"] {{font-size: 2.1rem;}}
+</style>
+"""
+
+
+@st.cache_resource
+def run_pool() -> RunPool:
+    """One pool for the whole server: every browser session shares its bounded workers."""
+    return RunPool()
+
+
+@st.cache_resource
+def warm_up() -> bool:
+    """Pay the one-time costs (torch's optimizer machinery, the photos) before anyone clicks Run."""
+    import torch
+
+    from ..runner import Run  # noqa: F401  (imports the engine and sets the CPU kernel policy)
+    torch.optim.LBFGS([torch.zeros(1, requires_grad=True)])
+    for name in available_samples():
+        sample_image(name, 32)
+    return True
+
+
+# ---------------------------------------------------------------- scenario state
+
+def _push_to_widgets(s) -> None:
+    for k, v in s.params.items():
+        st.session_state[f"w_{k}"] = v
+    if s["data"] == "samples":
+        st.session_state["w_gallery"] = [x for x in str(s["images"]).split(",") if x]
+    st.session_state["scenario"] = s
+
+
+def _init_session() -> None:
+    if "scenario" in st.session_state:
+        return
+    s, ignored = state.from_query(dict(st.query_params))
+    st.session_state["ignored"] = ignored
+    st.session_state["preset"] = s.preset
+    _push_to_widgets(s)
+
+
+def _on_preset() -> None:
+    name = st.session_state["preset"]
+    _push_to_widgets(state.from_query({"preset": name})[0])
+
+
+def _on_choice(name: str) -> None:
+    s = st.session_state["scenario"]
+    try:
+        _push_to_widgets(state.switch(s, name, st.session_state[f"w_{name}"]))
+    except LeakdemoError as e:
+        st.session_state["choice_error"] = str(e)
+
+
+def _on_scenario_file() -> None:
+    f = st.session_state.get("scenario_file")
+    if f is None:
+        return
+    try:
+        s = from_dict(json.loads(f.getvalue().decode("utf-8")))
+        st.session_state["preset"] = s.preset if s.preset in presets() else st.session_state["preset"]
+        _push_to_widgets(s)
+        st.session_state["loaded_note"] = "Scenario loaded from file: press Run attack to replay it exactly."
+    except (LeakdemoError, ValueError, UnicodeDecodeError) as e:
+        st.session_state["loaded_note"] = f"error: that file is not a leakdemo scenario ({e})"
+
+
+# ---------------------------------------------------------------- widgets from the catalog
+
+def _label(p) -> str:
+    text = p.name.replace("_", " ").capitalize()
+    return f"{text} ({p.unit})" if p.unit else text
+
+
+def _help(p) -> str:
+    return p.help + (f"\n\nPaper: {p.paper}" if p.paper else "") + f"\n\nParameter `{p.name}`, {p.allowed()}."
+
+
+def param_widget(p, where=st) -> None:
+    key = f"w_{p.name}"
+    if p.kind == "choice":
+        where.selectbox(_label(p), p.choices, key=key, help=_help(p))
+    elif p.kind == "int":
+        where.number_input(_label(p), min_value=int(p.low), max_value=int(p.high), step=1, key=key, help=_help(p))
+    elif p.kind == "float":
+        step = 0.01 if (p.high or 1) <= 1 else 0.1
+        where.number_input(_label(p), min_value=float(p.low), max_value=float(p.high), step=step, format="%g",
+                           key=key, help=_help(p))
+    elif p.kind == "bool":
+        where.toggle(_label(p), key=key, help=_help(p))
+    else:
+        where.text_input(_label(p), key=key, help=_help(p), max_chars=2000)
+
+
+def sidebar() -> tuple:
+    """Draw the sidebar; return (scenario or None, error message or None, uploads)."""
+    sb = st.sidebar
+    sb.selectbox("Preset", list(presets()), key="preset", on_change=_on_preset,
+                 format_func=lambda n: f"{n} — {presets()[n].title}",
+                 help="A ready-made scenario. Everything below can then be changed.")
+    s = st.session_state["scenario"]
+    sb.selectbox("Protocol", list(catalog.PROTOCOLS), key="w_protocol", on_change=_on_choice, args=("protocol",),
+                 format_func=lambda n: catalog.PROTOCOLS[n].title, help="What a client sends to the server.")
+    sb.selectbox("Attack", catalog.attacks_for(s["protocol"]), key="w_attack", on_change=_on_choice,
+                 args=("attack",), format_func=lambda n: catalog.ATTACKS[n].title,
+                 help="How the server rebuilds the private data. " + catalog.ATTACKS[s["attack"]].paper)
+    sb.selectbox("Defense", catalog.defenses_for(s["protocol"]), key="w_defense", on_change=_on_choice,
+                 args=("defense",), format_func=lambda n: catalog.DEFENSES[n].title,
+                 help="What the client does to its payload before sending it.")
+    groups = state.visible_params(s)
+    if groups.get("defense"):
+        for p in groups["defense"]:
+            param_widget(p, sb)
+    sb.markdown("**Attack settings**")
+    for p in groups.get("attack", []):
+        param_widget(p, sb)
+
+    sb.markdown("**Private data**")
+    param_widget(catalog.PROTOCOLS[s["protocol"]].param("data"), sb)
+    uploads = _data_widgets(sb, st.session_state.get("w_data", s["data"]))
+    for p in groups.get("protocol", []):
+        param_widget(p, sb)
+    with sb.expander("Model and image size"):
+        for p in groups.get("model", []) + [q for q in groups.get("data", []) if q.name == "image_size"]:
+            param_widget(p, st)
+    with sb.expander("Run: seed and device"):
+        for p in groups.get("run", []):
+            param_widget(p, st)
+        st.caption(f"This machine: {describe_hardware()}")
+    with sb.expander("Replay a scenario file"):
+        st.file_uploader("scenario.json", type=["json"], key="scenario_file", on_change=_on_scenario_file,
+                         help="The scenario.json a previous run's download gave you.")
+
+    values = {k[2:]: v for k, v in st.session_state.items() if k.startswith("w_") and k[2:] in
+              catalog.params_for(s["protocol"], s["attack"], s["defense"])}
+    if st.session_state.get("w_data") == "samples":
+        values["images"] = ",".join(st.session_state.get("w_gallery", []))
+    if uploads:
+        values["images"] = ""
+    try:
+        s2 = state.resolve(values, preset=st.session_state["preset"])
+    except LeakdemoError as e:
+        return None, str(e), uploads
+    st.session_state["scenario"] = s2
+    if s2["device"] == "cuda" and not cuda_available():
+        return s2, "device: CUDA is not available on this machine; choose auto or cpu", uploads
+    if uploads and len(uploads) < s2["batch_size"]:
+        return s2, f"batch_size: is {s2['batch_size']} but {len(uploads)} image(s) are uploaded", uploads
+    return s2, None, uploads
+
+
+def _data_widgets(where, source: str):
+    """The gallery of built-in photos, or indices for other sources; plus the upload box."""
+    if source == "samples":
+        where.multiselect("Images (the batch starts with these)", available_samples(), key="w_gallery",
+                          help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
+        chosen = st.session_state.get("w_gallery", [])
+        if chosen:
+            where.image([upscale(sample_image(n, 32).transpose(1, 2, 0), 64) for n in chosen[:8]],
+                        caption=chosen[:8], width=64)
+    elif source in ("folder",):
+        where.text_input("Folder", key="w_folder")
+        where.text_input("Images (file names, comma-separated)", key="w_images")
+    elif source == "torchvision":
+        where.selectbox("Dataset", catalog.PROTOCOLS["fedsgd"].param("tv_dataset").choices, key="w_tv_dataset")
+        where.text_input("Data root", key="w_data_root")
+        where.text_input("Images (indices, comma-separated)", key="w_images")
+    else:
+        where.text_input("Images (indices, comma-separated)", key="w_images")
+    files = where.file_uploader("…or upload your own (PNG, JPEG, WebP; ≤ 10 MB)", type=["png", "jpg", "jpeg", "webp"],
+                                accept_multiple_files=True, key="uploads",
+                                help="Uploads stay in this browser session; they are never written to disk.")
+    uploads, errors = [], []
+    for f in files or []:
+        try:
+            uploads.append((f.name, decode_upload(f.name, f.getvalue())))
+        except LeakdemoError as e:
+            errors.append(str(e))
+    for e in errors:
+        where.error(e)
+    return uploads
+
+
+# ---------------------------------------------------------------- main area
+
+def threat_card(s) -> None:
+    protocol, attack, defense = catalog.components(s["protocol"], s["attack"], s["defense"])
+    with st.container(border=True):
+        st.markdown("#### 🕵️ Threat model — what the attacker gets")
+        c1, c2 = st.columns(2)
+        bs = s["batch_size"]
+        receives = f"**Receives:** the gradient of the training loss on one private batch of {bs} image(s)"
+        receives += "." if s["defense"] == "none" else f", after the client's defense *{defense.title}*."
+        c1.markdown(receives)
+        c1.markdown("**Does not receive:** the images or their labels. Scores are computed outside the attack.")
+        c2.markdown("**Assumed to know:**\n" + "\n".join(f"- {k}" for k in attack.knowledge))
+        knobs = [f"{p.name} = {s[p.name]}" for p in protocol.params if p.defends]
+        st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
+        for w in s.warnings:
+            st.warning(w, icon="⚠️")
+
+
+def _grid(images: np.ndarray) -> np.ndarray:
+    """A row of images, enlarged with nearest-neighbour scaling and separated by white gaps."""
+    tiles = [upscale(im, CELL) for im in images[:16]]
+    gap = np.ones((tiles[0].shape[0], 6, 3), dtype=np.float32)
+    row = []
+    for t in tiles:
+        row += [t, gap]
+    return np.clip(np.concatenate(row[:-1], axis=1), 0, 1)
+
+
+def _chart(handle):
+    c = {k: v.items for k, v in handle.curves.items()}
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=c["iteration"], y=c["psnr"], name="PSNR (dB)", line=dict(color=RECON_COLOR, width=3)))
+    fig.add_trace(go.Scatter(x=c["iteration"], y=c["ssim"], name="SSIM", yaxis="y2",
+                             line=dict(color=ORIGINAL_COLOR, width=2, dash="dot")))
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Reconstruction quality",
+                      xaxis_title="iteration", yaxis=dict(title="PSNR (dB)", rangemode="tozero"),
+                      yaxis2=dict(title="SSIM", overlaying="y", side="right", range=[0, 1]),
+                      legend=dict(orientation="h", y=-0.25), font=dict(size=14))
+    loss = go.Figure(go.Scatter(x=c["iteration"], y=c["loss"], name="loss", line=dict(color="#555", width=2)))
+    loss.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Attack loss (its own objective)",
+                       xaxis_title="iteration", yaxis=dict(type="log"), font=dict(size=14))
+    return fig, loss
+
+
+def live_panel() -> None:
+    handle = st.session_state.get("handle")
+    if handle is None:
+        st.info("Press **Run attack** to start. The reconstruction streams in here as the attack works.")
+        return
+    pool = run_pool()
+    handle.poll()
+    with handle.lock:
+        status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
+        notes = list(handle.notes[-3:])
+    if status == "queued":
+        ahead = pool.position(handle)
+        st.progress(0.0, text=f"Waiting for a free worker — {ahead} run(s) ahead in the queue "
+                              f"({pool.max_running} run at a time on this server).")
+    elif status == "running" and latest is None:
+        st.progress(0.0, text="Setting up: the client computes its update…")
+    elif latest is not None and not handle.done:
+        eta = f" · about {latest.eta:.0f} s left" if latest.eta is not None else ""
+        st.progress(min(1.0, latest.iteration / max(latest.total, 1)),
+                    text=f"Iteration {latest.iteration} / {latest.total} · {latest.seconds:.1f} s{eta}"
+                         + (" · stopping…" if handle.run.stopping else ""))
+    if status == "failed":
+        st.error(f"The run could not complete: {error}")
+        return
+    if status in ("finished", "stopped") and fin is not None:
+        word = "Finished" if status == "finished" else "Stopped"
+        st.success(f"**{word}** after {fin.iterations} iterations in {fin.seconds:.1f} s.", icon="✅")
+    for n in notes:
+        st.caption(f"ℹ️ {n}")
+    if started is None:
+        return
+    images = fin.images if fin is not None else (latest.images if latest is not None else None)
+    st.markdown('<span class="ld-orig">Original (private)</span>', unsafe_allow_html=True)
+    st.image(_grid(started.originals), caption=started.names[:16], clamp=True)
+    st.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
+    if images is not None:
+        per = fin.metrics["psnr_per_image"] if fin is not None else (latest.psnr_per_image or [])
+        st.image(_grid(images), caption=[f"{v:.1f} dB" for v in per[:16]] or None, clamp=True)
+        if len(started.originals) > 1:
+            st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
+                       "Hungarian algorithm before scoring.")
+    if fin is not None:
+        m = fin.metrics
+        cols = st.columns(5)
+        cols[0].metric("PSNR", f"{m['psnr']:.1f} dB", help="peak 1, images in [0, 1], averaged per image")
+        cols[1].metric("SSIM", f"{m['ssim']:.3f}")
+        cols[2].metric("LPIPS", "unavailable" if m["lpips"] is None else f"{m['lpips']:.3f}",
+                       help=m.get("lpips_note") or "AlexNet LPIPS; lower is more similar")
+        cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
+        cols[4].metric("Time", f"{fin.seconds:.1f} s")
+    elif latest is not None and latest.psnr is not None:
+        cols = st.columns(3)
+        cols[0].metric("PSNR", f"{latest.psnr:.1f} dB")
+        cols[1].metric("SSIM", f"{latest.ssim:.3f}")
+        cols[2].metric("Loss", f"{latest.loss:.3g}" if latest.loss is not None else "—")
+    if latest is not None:
+        left, right = st.columns(2)
+        fig, loss = _chart(handle)
+        left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
+        right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
+    if handle.done and handle.artifacts:
+        st.markdown("**Downloads**")
+        cols = st.columns(5)
+        for col, (name, mime) in zip(cols, [("grid.png", "image/png"), ("progress.gif", "image/gif"),
+                                            ("metrics.csv", "text/csv"), ("metrics.json", "application/json"),
+                                            ("scenario.json", "application/json")]):
+            col.download_button(name, handle.artifacts[name], file_name=name, mime=mime, key=f"dl_{name}",
+                                on_click="ignore")
+    if handle.done and st.session_state.get("live"):
+        st.session_state["live"] = False
+        st.rerun()  # a full rerun redraws this panel without polling
+
+
+def _start(scenario, uploads) -> None:
+    old = st.session_state.get("handle")
+    if old is not None and not old.done:
+        old.stop()
+    st.session_state["handle"] = run_pool().submit(scenario, uploads or None)
+    st.session_state["live"] = True
+
+
+def _stop() -> None:
+    h = st.session_state.get("handle")
+    if h is not None:
+        h.stop()
+
+
+def main() -> None:
+    st.markdown(CSS, unsafe_allow_html=True)
+    warm_up()
+    _init_session()
+    scenario, problem, uploads = sidebar()
+
+    st.title("🔓 leakdemo — Attack Lab")
+    st.markdown("Federated learning keeps data on the clients and shares only updates — yet those updates "
+                "can be turned back into the private data. Pick a protocol, an attack and a defense, press "
+                "**Run attack**, and watch the server rebuild a client's image from what it received.")
+    for msg in st.session_state.pop("ignored", []):
+        st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon="⚠️")
+    note = st.session_state.pop("loaded_note", None)
+    if note:
+        (st.error if note.startswith("error") else st.info)(note)
+    if st.session_state.get("choice_error"):
+        st.error(st.session_state.pop("choice_error"))
+
+    if scenario is not None:
+        query = state.to_query(scenario)
+        if dict(st.query_params) != query:
+            st.query_params.from_dict(query)
+        threat_card(scenario)
+    handle = st.session_state.get("handle")
+    running = handle is not None and not handle.done
+    c1, c2, c3 = st.columns([1, 1, 4])
+    c1.button("Run attack", type="primary", disabled=problem is not None or scenario is None, on_click=_start,
+              args=(scenario, uploads), icon="▶️", width="stretch")
+    c2.button("Stop", disabled=not running, on_click=_stop, icon="⏹️", width="stretch")
+    if problem:
+        c3.error(problem)
+    elif scenario is not None:
+        c3.caption(f"Scenario: preset **{scenario.preset}**, {scenario['attack']} on {scenario['model']}, "
+                   f"batch {scenario['batch_size']}, {scenario['image_size']}×{scenario['image_size']} px, "
+                   f"seed {scenario['seed']}. The link in the address bar reproduces it.")
+    live = st.session_state.get("live", False)
+    st.fragment(run_every=POLL_SECONDS if live else None)(live_panel)()

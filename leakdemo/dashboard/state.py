@@ -1,0 +1,51 @@
+"""The scenario as the page holds it: query string <-> Scenario <-> widget values (no layout here)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .. import catalog
+from ..errors import LeakdemoError
+from ..scenario import Scenario, load_preset, presets, resolve
+
+DEFAULT_PRESET = "dlg"
+
+
+def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
+    """The scenario a shared URL describes. Bad values fall back to defaults and are reported, not fatal."""
+    ignored = []
+    name = query.get("preset", DEFAULT_PRESET)
+    if name not in presets():
+        ignored.append(f"preset={name!r} (unknown; available: {', '.join(presets())})")
+        name = DEFAULT_PRESET
+    base = load_preset(name).params
+    accepted = {}
+    # choices first, so that each parameter is checked against the right components
+    keys = sorted((k for k in query if k != "preset"), key=lambda k: k not in ("protocol", "attack", "defense"))
+    for key in keys:
+        trial = {**accepted, key: query[key]}
+        try:
+            resolve(base, trial, preset=name)
+            accepted = trial
+        except LeakdemoError as e:
+            ignored.append(str(e))
+    return resolve(base, accepted, preset=name), ignored
+
+
+def to_query(s: Scenario) -> dict[str, str]:
+    """The shortest query string that reproduces `s`: the preset plus what differs from it."""
+    return {"preset": s.preset, **{k: str(v) for k, v in s.diff_from_preset().items()}}
+
+
+def switch(current: Scenario, name: str, value) -> Scenario:
+    """A protocol/attack/defense change: the new component starts from its own defaults."""
+    return resolve(dict(current.params), {name: value}, preset=current.preset)
+
+
+def visible_params(s: Scenario) -> dict[str, list]:
+    """Parameters grouped for the sidebar, in catalog order."""
+    groups: dict[str, list] = {}
+    for p in catalog.params_for(s["protocol"], s["attack"], s["defense"]).values():
+        if p.group == "scenario":
+            continue
+        groups.setdefault(p.group, []).append(p)
+    return groups
