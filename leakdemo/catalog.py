@@ -28,13 +28,13 @@ RUN_PARAMS = (
 
 DATA_PARAMS = (
     Param("data", "choice", "samples", "where the client's private images come from: "
-          + "; ".join(f"{k} = {v}" for k, v in SOURCE_HELP.items()), choices=SOURCES, group="data"),
+          + "; ".join(f"{k} = {v}" for k, v in SOURCE_HELP.items()), choices=SOURCES, group="data", label="Source"),
     Param("images", "text", "", "comma-separated items of the source (sample names, or indices); "
           "the rest of the batch is picked by the seed", group="data"),
     Param("folder", "text", "", "the image folder when data=folder", group="data"),
     Param("tv_dataset", "choice", "CIFAR10", "the torchvision dataset when data=torchvision",
-          choices=TORCHVISION_SETS, group="data"),
-    Param("data_root", "text", "", "where the torchvision dataset already lies (never downloaded)", group="data"),
+          choices=TORCHVISION_SETS, group="data", label="Dataset"),
+    Param("data_root", "text", "", "where the torchvision dataset already lies (never downloaded)", group="data", label="Data root"),
     Param("image_size", "int", 32, "side of the square images the model takes", low=8, high=128, unit="px",
           group="data"),
 )
@@ -43,12 +43,12 @@ MODEL_PARAMS = (
     Param("model", "choice", "lenet", "the client's model: " + "; ".join(f"{k} = {v}" for k, v in MODEL_HELP.items()),
           choices=MODELS, group="model"),
     Param("model_init", "choice", "uniform", "weight initialisation: uniform = DLG's U(−0.5, 0.5), "
-          "default = PyTorch's", choices=("uniform", "default"), group="model", paper=DLG_PAPER),
+          "default = PyTorch's", choices=("uniform", "default"), group="model", paper=DLG_PAPER, label="Initialisation"),
     Param("model_width", "int", 0, "channels or hidden units (0 = the model's default)", low=0, high=256,
           group="model"),
     Param("model_depth", "int", 1, "blocks per stage (resnet) or hidden layers (mlp)", low=1, high=4, group="model"),
     Param("num_classes", "int", 100, "classes of the classifier (labels are the source's classes modulo this)",
-          low=2, high=1000, group="model"),
+          low=2, high=1000, group="model", label="Classes"),
 )
 
 # ---------------------------------------------------------------- protocols
@@ -62,7 +62,7 @@ PROTOCOLS = {
             Param("batch_size", "int", 1, "images in the client's batch (larger batches leak less per image)",
                   low=1, high=64, group="protocol", defends=True),
             Param("warmup_steps", "int", 0, "SGD steps the model is trained on other images first "
-                  "(trained models leak less)", low=0, high=2000, group="protocol", defends=True),
+                  "(trained models leak less)", low=0, high=2000, group="protocol", defends=True, label="Warm-up training steps"),
         ),
         payload="gradients", run=fedsgd.simulate,
         paper="McMahan et al. Communication-Efficient Learning of Deep Networks from Decentralized Data. 2017",
@@ -73,11 +73,11 @@ PROTOCOLS = {
 
 _LBFGS_PARAMS = (
     Param("iterations", "int", 300, "L-BFGS steps (each up to 20 function evaluations)", low=1, high=5000),
-    Param("lr", "float", 1.0, "L-BFGS learning rate", low=1e-4, high=10.0, log=True),
+    Param("lr", "float", 1.0, "L-BFGS learning rate", low=1e-4, high=10.0, log=True, label="Learning rate"),
     Param("restarts", "int", 3, "fresh random starts the attack may use when its loss stalls or diverges",
           low=0, high=10),
     Param("loop", "choice", "robust", "robust = leakdemo's loop (mid-gray start, label from the gradient, "
-          "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original")),
+          "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop"),
 )
 
 _GRADIENT_KNOWLEDGE = (
@@ -107,9 +107,9 @@ ATTACKS = {
         params=(
             Param("iterations", "int", 2000, "Adam steps per start", low=1, high=24000),
             Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
-                  low=1e-4, high=1.0, log=True, paper=IG_PAPER),
+                  low=1e-4, high=1.0, log=True, paper=IG_PAPER, label="Learning rate"),
             Param("tv_weight", "float", 1e-2, "weight of the total-variation prior", low=0.0, high=10.0,
-                  paper=IG_PAPER),
+                  paper=IG_PAPER, label="Total-variation weight"),
             Param("restarts", "int", 0, "extra random starts; the one with the lowest objective is kept",
                   low=0, high=8, paper=IG_PAPER),
         ),
@@ -122,7 +122,7 @@ ATTACKS = {
 # ---------------------------------------------------------------- defenses
 
 _DP_CLIP = Param("dp_clip", "float", 0.0, "clip the payload's L2 norm to this before adding noise (0 = no clipping)",
-                 low=0.0, high=1e4, group="defense")
+                 low=0.0, high=1e4, group="defense", label="Clip norm (0 = off)")
 
 DEFENSES = {
     "none": Component("defense", "none", "No defense", "The client sends its payload as computed.",
@@ -131,19 +131,19 @@ DEFENSES = {
         "defense", "dp-gaussian", "Gaussian noise (DP-style)",
         "Clip the payload's norm, then add Gaussian noise to every entry.",
         params=(Param("dp_sigma", "float", 0.01, "standard deviation of the Gaussian noise", low=0.0, high=10.0,
-                      log=True, group="defense"), _DP_CLIP),
+                      log=True, group="defense", label="Noise σ"), _DP_CLIP),
         protocols=("fedsgd",), payload="gradients", paper="Abadi et al. Deep Learning with Differential Privacy. 2016"),
     "dp-laplace": Component(
         "defense", "dp-laplace", "Laplace noise (DP-style)",
         "Clip the payload's norm, then add Laplace noise to every entry.",
         params=(Param("dp_sigma", "float", 0.01, "scale b of the Laplace noise", low=0.0, high=10.0, log=True,
-                      group="defense"), _DP_CLIP),
+                      group="defense", label="Noise scale b"), _DP_CLIP),
         protocols=("fedsgd",), payload="gradients", paper=DLG_PAPER),
     "prune": Component(
         "defense", "prune", "Gradient pruning",
         "Zero the smallest-magnitude entries of each layer's payload (sparsification).",
         params=(Param("prune_ratio", "float", 0.5, "fraction of entries set to zero in each layer", low=0.0,
-                      high=0.999, group="defense"),),
+                      high=0.999, group="defense", label="Pruned fraction"),),
         protocols=("fedsgd",), payload="gradients", paper=DLG_PAPER),
 }
 

@@ -25,6 +25,12 @@ class Param:
     log: bool = False  # a hint for sliders: the useful values span decades
     group: str = "attack"  # where the UI shows it: data, model, protocol, attack, defense, run
     defends: bool = False  # a protocol knob that also acts as a defense
+    label: str = ""  # how people read the name (the UI); defaults to the name, capitalised
+
+    @property
+    def title(self) -> str:
+        text = self.label or self.name.replace("_", " ").capitalize()
+        return f"{text} ({self.unit})" if self.unit else text
 
     def with_default(self, default: Any) -> "Param":
         return replace(self, default=default)

@@ -79,10 +79,10 @@ class _Thinned:
 
 
 class Run:
-    def __init__(self, scenario: Scenario, uploads: list[tuple[str, np.ndarray]] | None = None):
+    def __init__(self, scenario: Scenario, uploads: list[tuple[str, np.ndarray]] | None = None, stop_event=None):
         self.scenario = scenario
         self.uploads = uploads
-        self._stop = threading.Event()
+        self._stop = stop_event if stop_event is not None else threading.Event()  # any object with set/is_set
         self.keyframes = _Thinned(MAX_KEYFRAMES)
 
     def stop(self) -> None:

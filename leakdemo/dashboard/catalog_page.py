@@ -17,7 +17,7 @@ def _params_table(params) -> None:
 
 
 def main() -> None:
-    st.title("📚 Catalog")
+    st.title(":material/menu_book: Catalog")
     st.markdown("Everything the Attack Lab can combine, with the parameters each part takes. "
                 "The command line (`python -m leakdemo list`) reads the same catalog.")
     for heading, table in (("Protocols", catalog.PROTOCOLS), ("Attacks", catalog.ATTACKS),

@@ -22,8 +22,8 @@ from .pool import RunPool
 
 ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
 RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
-POLL_SECONDS = 0.3
-CELL = 160  # on-screen pixels per image: nearest-neighbour, crisp on a projector
+POLL_SECONDS = 0.5
+CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projector
 
 CSS = f"""
 <style>
@@ -44,11 +44,8 @@ def run_pool() -> RunPool:
 
 @st.cache_resource
 def warm_up() -> bool:
-    """Pay the one-time costs (torch's optimizer machinery, the photos) before anyone clicks Run."""
-    import torch
-
-    from ..runner import Run  # noqa: F401  (imports the engine and sets the CPU kernel policy)
-    torch.optim.LBFGS([torch.zeros(1, requires_grad=True)])
+    """Pay the one-time costs before anyone clicks Run: start the warmed-up workers, load the photos."""
+    run_pool()
     for name in available_samples():
         sample_image(name, 32)
     return True
@@ -102,8 +99,7 @@ def _on_scenario_file() -> None:
 # ---------------------------------------------------------------- widgets from the catalog
 
 def _label(p) -> str:
-    text = p.name.replace("_", " ").capitalize()
-    return f"{text} ({p.unit})" if p.unit else text
+    return p.title
 
 
 def _help(p) -> str:
@@ -220,7 +216,7 @@ def _data_widgets(where, source: str):
 def threat_card(s) -> None:
     protocol, attack, defense = catalog.components(s["protocol"], s["attack"], s["defense"])
     with st.container(border=True):
-        st.markdown("#### 🕵️ Threat model — what the attacker gets")
+        st.markdown("#### :material/policy: Threat model — what the attacker gets")
         c1, c2 = st.columns(2)
         bs = s["batch_size"]
         receives = f"**Receives:** the gradient of the training loss on one private batch of {bs} image(s)"
@@ -231,7 +227,7 @@ def threat_card(s) -> None:
         knobs = [f"{p.name} = {s[p.name]}" for p in protocol.params if p.defends]
         st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
         for w in s.warnings:
-            st.warning(w, icon="⚠️")
+            st.warning(w, icon=":material/warning:")
 
 
 def _grid(images: np.ndarray) -> np.ndarray:
@@ -277,30 +273,31 @@ def live_panel() -> None:
     elif status == "running" and latest is None:
         st.progress(0.0, text="Setting up: the client computes its update…")
     elif latest is not None and not handle.done:
-        eta = f" · about {latest.eta:.0f} s left" if latest.eta is not None else ""
+        eta = f" · about {latest.eta:.0f} s left" if latest.eta is not None and latest.seconds > 1 else ""
         st.progress(min(1.0, latest.iteration / max(latest.total, 1)),
                     text=f"Iteration {latest.iteration} / {latest.total} · {latest.seconds:.1f} s{eta}"
-                         + (" · stopping…" if handle.run.stopping else ""))
+                         + (" · stopping…" if handle.stopping else ""))
     if status == "failed":
         st.error(f"The run could not complete: {error}")
         return
     if status in ("finished", "stopped") and fin is not None:
         word = "Finished" if status == "finished" else "Stopped"
-        st.success(f"**{word}** after {fin.iterations} iterations in {fin.seconds:.1f} s.", icon="✅")
+        st.success(f"**{word}** after {fin.iterations} iterations in {fin.seconds:.1f} s.", icon=":material/check_circle:")
     for n in notes:
-        st.caption(f"ℹ️ {n}")
+        st.caption(f":material/info: {n}")
     if started is None:
         return
     images = fin.images if fin is not None else (latest.images if latest is not None else None)
-    st.markdown('<span class="ld-orig">Original (private)</span>', unsafe_allow_html=True)
-    st.image(_grid(started.originals), caption=started.names[:16], clamp=True)
-    st.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
+    left, right = st.columns(2, gap="large")
+    left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
+    left.image(_grid(started.originals), caption=", ".join(started.names[:16]), clamp=True)
+    right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
     if images is not None:
         per = fin.metrics["psnr_per_image"] if fin is not None else (latest.psnr_per_image or [])
-        st.image(_grid(images), caption=[f"{v:.1f} dB" for v in per[:16]] or None, clamp=True)
-        if len(started.originals) > 1:
-            st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
-                       "Hungarian algorithm before scoring.")
+        right.image(_grid(images), caption=" · ".join(f"{v:.1f} dB" for v in per[:16]) or None, clamp=True)
+    if len(started.originals) > 1:
+        st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
+                   "Hungarian algorithm before scoring.")
     if fin is not None:
         m = fin.metrics
         cols = st.columns(5)
@@ -353,12 +350,12 @@ def main() -> None:
     _init_session()
     scenario, problem, uploads = sidebar()
 
-    st.title("🔓 leakdemo — Attack Lab")
+    st.title(":material/lock_open: leakdemo — Attack Lab")
     st.markdown("Federated learning keeps data on the clients and shares only updates — yet those updates "
                 "can be turned back into the private data. Pick a protocol, an attack and a defense, press "
                 "**Run attack**, and watch the server rebuild a client's image from what it received.")
     for msg in st.session_state.pop("ignored", []):
-        st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon="⚠️")
+        st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon=":material/link_off:")
     note = st.session_state.pop("loaded_note", None)
     if note:
         (st.error if note.startswith("error") else st.info)(note)
@@ -374,8 +371,8 @@ def main() -> None:
     running = handle is not None and not handle.done
     c1, c2, c3 = st.columns([1, 1, 4])
     c1.button("Run attack", type="primary", disabled=problem is not None or scenario is None, on_click=_start,
-              args=(scenario, uploads), icon="▶️", width="stretch")
-    c2.button("Stop", disabled=not running, on_click=_stop, icon="⏹️", width="stretch")
+              args=(scenario, uploads), icon=":material/play_arrow:", width="stretch")
+    c2.button("Stop", disabled=not running, on_click=_stop, icon=":material/stop:", width="stretch")
     if problem:
         c3.error(problem)
     elif scenario is not None:

@@ -1,0 +1,161 @@
+"""Real-browser tests: Playwright's Python package driving Debian's Chromium against `streamlit run`.
+
+They run in CI (which installs /usr/bin/chromium) and are never skipped there: a missing browser is a
+failure in CI, a skip only on a developer machine without it.
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from PIL import Image
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
+
+pytestmark = pytest.mark.browser
+if not os.path.exists(CHROMIUM):
+    if os.environ.get("CI"):
+        raise RuntimeError(f"{CHROMIUM} is missing: .ci/run must install chromium")
+    pytest.skip("Chromium is not installed here (CI installs it)", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    env = {**os.environ, "LEAKDEMO_MAX_RUNS": "2"}
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        raise RuntimeError("streamlit did not start:\n" + proc.stdout.read())
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        yield b
+        b.close()
+
+
+def open_lab(browser, url, query):
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(f"{url}/?{query}")
+    page.get_by_role("button", name="Run attack").wait_for(timeout=90_000)
+    page.get_by_text("Threat model").wait_for(timeout=30_000)
+    return page
+
+
+def metric_value(page, label: str) -> str:
+    m = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
+    return m.locator('[data-testid="stMetricValue"]').inner_text()
+
+
+def assert_no_traceback(page):
+    body = page.inner_text("body")
+    assert "Traceback" not in body and "Error:" not in body.replace("error:", ""), body[-2000:]
+
+
+def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
+    page = open_lab(browser, server, "preset=dlg&images=coffee&seed=1")
+    page.wait_for_timeout(1500)  # let the page settle (the engine warms up once per server)
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_text("Reconstruction (what the server rebuilt)").wait_for(timeout=30_000)
+    page.locator('[data-testid="stImage"]').nth(1).wait_for(timeout=30_000)
+    first_frame = time.perf_counter() - t0
+    print(f"\nfirst reconstruction frame {first_frame:.2f} s after clicking Run attack")
+    page.get_by_text(re.compile(r"^Iteration \d+ / 300")).first.wait_for(timeout=30_000)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
+    page.get_by_text("Finished", exact=False).first.wait_for(timeout=400_000)
+    page.locator('[data-testid="stMetric"]').filter(has_text="PSNR").first.wait_for(timeout=30_000)
+    psnr = float(metric_value(page, "PSNR").split()[0])
+    print(f"PSNR {psnr} dB")
+    assert psnr >= 30
+    for label in ("SSIM", "LPIPS", "Label accuracy"):
+        assert metric_value(page, label)
+    assert "preset=dlg" in page.url and "images=coffee" in page.url and "seed=1" in page.url
+    page.get_by_role("button", name="scenario.json").wait_for(timeout=30_000)
+    page.screenshot(path=os.path.join(os.environ.get("LEAKDEMO_SHOTS", "/tmp"), "lab-finished.png"), full_page=True)
+    assert_no_traceback(page)
+    page.close()
+
+
+def test_stop_keeps_the_partial_result(server, browser):
+    page = open_lab(browser, server, "preset=invgrad&iterations=24000")
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_text(re.compile(r"^Iteration \d+ / 24000")).first.wait_for(timeout=60_000)
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Stop").click()
+    page.get_by_text("Stopped", exact=False).first.wait_for(timeout=15_000)
+    print(f"\nstopped {time.perf_counter() - t0:.2f} s after clicking Stop")
+    page.locator('[data-testid="stMetric"]').filter(has_text="PSNR").first.wait_for(timeout=10_000)
+    assert float(metric_value(page, "PSNR").split()[0]) > 0
+    assert_no_traceback(page)
+    page.close()
+
+
+def test_upload_runs_on_the_users_image(server, browser, tmp_path):
+    rng = np.random.default_rng(0)
+    img = np.kron(rng.random((8, 8, 3)), np.ones((8, 8, 1)))
+    path = tmp_path / "mine.png"
+    Image.fromarray((img * 255).astype(np.uint8)).save(path)
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"\x89PNG not really")
+    page = open_lab(browser, server, "preset=dlg&iterations=5&image_size=16")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files([str(path), str(bad)])
+    page.get_by_text("broken.png: not a readable image").wait_for(timeout=30_000)
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_text("Finished", exact=False).first.wait_for(timeout=120_000)
+    assert "mine.png" in page.inner_text("body")
+    assert_no_traceback(page)
+    page.close()
+
+
+def test_two_sessions_run_at_once(server, browser):
+    pages = [open_lab(browser, server, f"preset=dlg&iterations=15&image_size=16&seed={i}") for i in (2, 3)]
+    for p in pages:
+        p.get_by_role("button", name="Run attack").click()
+    for p in pages:
+        p.get_by_text("Finished", exact=False).first.wait_for(timeout=180_000)
+        assert float(metric_value(p, "PSNR").split()[0]) > 0
+        assert_no_traceback(p)
+        p.close()
+
+
+def test_bad_link_values_are_ignored_with_a_message(server, browser):
+    page = open_lab(browser, server, "preset=dlg&lr=banana&attack=nope")
+    body = page.inner_text("body")
+    assert "Ignored from the link" in body and "lr:" in body and "attack:" in body
+    assert_no_traceback(page)
+    page.close()
