@@ -22,7 +22,7 @@ from .pool import RunPool
 
 ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
 RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
-POLL_SECONDS = 0.5
+POLL_SECONDS = 0.3
 CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projector
 
 CSS = f"""

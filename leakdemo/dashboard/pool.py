@@ -105,10 +105,15 @@ def build_artifacts(scenario: Scenario, started: Started, fin: Finished, keyfram
 
 def _worker_main(jobs, results, stop_flag) -> None:
     """Runs in a worker process: take a job, stream its events back, repeat."""
-    import torch
-
+    from ..data import available_samples, sample_image
     from ..runner import Run
-    torch.optim.LBFGS([torch.zeros(1, requires_grad=True)])  # warm up torch's optimizer machinery
+    from ..scenario import from_preset
+    # warm every code path once (imports, torch's optimizer machinery, the photos) so that the first
+    # real run shows its first frame at once
+    for _ in Run(from_preset("dlg", {"iterations": 2, "image_size": 16})).events():
+        pass
+    for name in available_samples():
+        sample_image(name, 32)
     results.put(("ready", None))
     while True:
         job = jobs.get()

@@ -1,0 +1,112 @@
+"""The Attack Lab through streamlit.testing.v1.AppTest: widgets, validation, query-string loading."""
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from leakdemo.dashboard import state
+from leakdemo.scenario import from_preset
+
+
+def lab(**query) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def widget(at, label):
+    for kind in ("selectbox", "number_input", "multiselect", "text_input"):
+        for w in getattr(at.sidebar, kind):
+            if w.label == label:
+                return w
+    raise KeyError(label)
+
+
+def test_a_shared_link_loads_its_scenario():
+    at = lab(preset="dlg", images="rocket", seed="3")
+    assert widget(at, "Preset").value == "dlg"
+    assert widget(at, "Images (the batch starts with these)").value == ["rocket"]
+    assert widget(at, "Seed").value == 3
+    assert [b.label for b in at.button][:2] == ["Run attack", "Stop"]
+    assert not at.button[0].disabled and at.button[1].disabled
+    assert "Threat model" in " ".join(m.value for m in at.markdown)
+    assert dict(at.query_params) == {"preset": "dlg", "images": "rocket", "seed": "3"}
+
+
+def test_bad_link_values_fall_back_and_are_reported():
+    at = lab(preset="dlg", lr="banana", iterations="-4", attack="nope", images="coffee")
+    text = " ".join(w.value for w in at.warning)
+    assert "lr: must be a number" in text and "iterations: must be an integer" in text and "attack:" in text
+    assert widget(at, "Learning rate").value == 1.0 and widget(at, "Iterations").value == 300
+    assert dict(at.query_params) == {"preset": "dlg"}  # the URL now holds only what is valid
+
+
+def test_unknown_preset_in_link_is_reported():
+    at = lab(preset="zzz")
+    assert any("preset='zzz'" in w.value for w in at.warning)
+    assert widget(at, "Preset").value == "dlg"
+
+
+def test_choosing_an_attack_offers_its_parameters_and_updates_the_url():
+    at = lab(preset="dlg")
+    widget(at, "Attack").set_value("invgrad").run()
+    assert not at.exception
+    assert widget(at, "Total-variation weight").value == 0.01
+    assert widget(at, "Learning rate").value == 0.1  # invgrad's own default, not DLG's
+    assert any("stalls on the sigmoid LeNet" in w.value for w in at.warning)  # known-bad pair explained
+    assert at.query_params["attack"] == "invgrad"
+
+
+def test_defense_parameters_appear_with_the_defense():
+    at = lab(preset="dlg")
+    widget(at, "Defense").set_value("dp-gaussian").run()
+    assert widget(at, "Noise σ").value == 0.01
+    widget(at, "Noise σ").set_value(0.1).run()
+    assert at.query_params["dp_sigma"] == "0.1" and at.query_params["defense"] == "dp-gaussian"
+
+
+def test_widgets_bound_their_values():
+    at = lab(preset="dlg")
+    w = widget(at, "Iterations")
+    assert (w.min, w.max) == (1, 5000)
+    assert widget(at, "Batch size").max == 64
+
+
+def test_preset_switch_loads_the_preset():
+    at = lab(preset="dlg")
+    widget(at, "Preset").set_value("invgrad-batch").run()
+    assert widget(at, "Batch size").value == 4
+    assert widget(at, "Model").value == "convnet"
+
+
+def test_state_round_trip_is_minimal():
+    s = from_preset("invgrad", {"seed": 5})
+    assert state.to_query(s) == {"preset": "invgrad", "seed": "5"}
+    again, ignored = state.from_query(state.to_query(s))
+    assert again.params == s.params and ignored == []
+
+
+def test_uploads_are_validated():
+    import io
+
+    from PIL import Image
+
+    from leakdemo.data import decode_upload
+    from leakdemo.errors import LeakdemoError
+    buf = io.BytesIO()
+    Image.fromarray(np.zeros((10, 12, 3), dtype=np.uint8)).save(buf, format="PNG")
+    assert decode_upload("a.png", buf.getvalue()).shape == (10, 12, 3)
+    with pytest.raises(LeakdemoError, match="not a readable image"):
+        decode_upload("b.png", b"garbage")
+    gif = io.BytesIO()
+    Image.fromarray(np.zeros((4, 4, 3), dtype=np.uint8)).save(gif, format="GIF")
+    with pytest.raises(LeakdemoError, match="only PNG, JPEG and WebP"):
+        decode_upload("c.gif", gif.getvalue())
+    big = io.BytesIO()
+    Image.new("L", (5000, 10)).save(big, format="PNG")
+    with pytest.raises(LeakdemoError, match="too large"):
+        decode_upload("d.png", big.getvalue())
+    with pytest.raises(LeakdemoError, match="over the 10 MB limit"):
+        decode_upload("e.png", b"0" * (11 * 2**20))
