@@ -76,6 +76,17 @@ def open_lab(browser, url, query):
     return page
 
 
+def wait_until_warm(page):
+    """The engine's workers warm up once per server; a class opens the page after that."""
+    for _ in range(60):
+        if re.search(r"Engine: [1-9]\d* of \d+ workers ready", page.inner_text("body")):
+            return
+        page.reload()
+        page.get_by_role("button", name="Run attack").wait_for(timeout=90_000)
+        page.wait_for_timeout(1000)
+    raise AssertionError("the engine's workers never became ready")
+
+
 def metric_value(page, label: str) -> str:
     m = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
     return m.locator('[data-testid="stMetricValue"]').inner_text()
@@ -88,7 +99,7 @@ def assert_no_traceback(page):
 
 def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
     page = open_lab(browser, server, "preset=dlg&images=coffee&seed=1")
-    page.wait_for_timeout(1500)  # let the page settle (the engine warms up once per server)
+    wait_until_warm(page)
     t0 = time.perf_counter()
     page.get_by_role("button", name="Run attack").click()
     page.get_by_text("Reconstruction (what the server rebuilt)").wait_for(timeout=30_000)

@@ -157,6 +157,10 @@ def sidebar() -> tuple:
         for p in groups.get("run", []):
             param_widget(p, st)
         st.caption(f"This machine: {describe_hardware()}")
+    pool = run_pool()
+    ready = pool.ready()
+    sb.caption(f"Engine: {ready} of {pool.max_running} workers ready" if ready else
+               "Engine: starting the workers (a few seconds)…")
     with sb.expander("Replay a scenario file"):
         st.file_uploader("scenario.json", type=["json"], key="scenario_file", on_change=_on_scenario_file,
                          help="The scenario.json a previous run's download gave you.")
@@ -317,7 +321,9 @@ def live_panel() -> None:
         fig, loss = _chart(handle)
         left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
         right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
-    if handle.done and handle.artifacts:
+    if handle.done and handle.artifacts.get("error"):
+        st.caption(handle.artifacts["error"])
+    elif handle.done and handle.artifacts:
         st.markdown("**Downloads**")
         cols = st.columns(5)
         for col, (name, mime) in zip(cols, [("grid.png", "image/png"), ("progress.gif", "image/gif"),
@@ -325,7 +331,9 @@ def live_panel() -> None:
                                             ("scenario.json", "application/json")]):
             col.download_button(name, handle.artifacts[name], file_name=name, mime=mime, key=f"dl_{name}",
                                 on_click="ignore")
-    if handle.done and st.session_state.get("live"):
+    elif handle.done and fin is not None:
+        st.caption("Preparing the downloads…")
+    if handle.done and (handle.artifacts or status == "failed") and st.session_state.get("live"):
         st.session_state["live"] = False
         st.rerun()  # a full rerun redraws this panel without polling
 

@@ -78,12 +78,11 @@ class RunHandle:
                 if ev.note:
                     self.notes.append(ev.note)
             elif isinstance(ev, Finished):
-                self.finished = ev
+                self.finished, self.status = ev, ev.status  # show the result now; downloads follow
             elif isinstance(ev, Failed):
                 self.error, self.status = ev.message, "failed"
-            elif isinstance(ev, dict):  # the downloads, built in the worker; the run is done now
+            elif isinstance(ev, dict):  # the downloads, built in the worker after the result
                 self.artifacts = ev
-                self.status = self.finished.status if self.finished else "failed"
 
 
 # ---------------------------------------------------------------- the worker process side
@@ -144,6 +143,7 @@ class _Worker:
         self.start()
 
     def start(self) -> None:
+        self.ready = False
         self.jobs, self.results, self.stop_flag = self.ctx.Queue(), self.ctx.Queue(), self.ctx.Event()
         self.process = self.ctx.Process(target=_worker_main, args=(self.jobs, self.results, self.stop_flag),
                                         daemon=True, name="leakdemo-worker")
@@ -173,6 +173,10 @@ class RunPool:
         with self._lock:
             return self._waiting.index(handle) + 1 if handle in self._waiting else 0
 
+    def ready(self) -> int:
+        """Workers that have finished warming up."""
+        return sum(w.ready for w in self._workers)
+
     def running(self) -> int:
         with self._lock:
             return sum(w.handle is not None for w in self._workers)
@@ -184,7 +188,7 @@ class RunPool:
                 self._waiting = [h for h in self._waiting if h.status == "queued"
                                  and time.time() - h.last_poll < ABANDON_AFTER]
                 for w in self._workers:
-                    if w.handle is None and self._waiting:
+                    if w.handle is None and w.ready and self._waiting:
                         h = self._waiting.pop(0)
                         self._next_id += 1
                         w.stop_flag.clear()
@@ -206,7 +210,10 @@ class RunPool:
                 continue
             with self._lock:
                 h = w.handle if getattr(w, "job_id", None) == job_id else None
-            if job_id == "ready" or h is None:
+            if job_id == "ready":
+                w.ready = True
+                continue
+            if h is None:
                 continue
             if item == "done":
                 with self._lock:
