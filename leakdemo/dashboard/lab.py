@@ -188,6 +188,9 @@ def _data_widgets(where, source: str):
     if source == "samples":
         where.multiselect("Images (the batch starts with these)", available_samples(), key="w_gallery",
                           help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
+        with where.expander("Browse the built-in photos"):
+            names = available_samples()
+            st.image([upscale(sample_image(n, 32).transpose(1, 2, 0), 64) for n in names], caption=names, width=64)
         chosen = st.session_state.get("w_gallery", [])
         if chosen:
             where.image([upscale(sample_image(n, 32).transpose(1, 2, 0), 64) for n in chosen[:8]],
@@ -311,6 +314,8 @@ def live_panel() -> None:
                        help=m.get("lpips_note") or "AlexNet LPIPS; lower is more similar")
         cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
         cols[4].metric("Time", f"{fin.seconds:.1f} s")
+        if m.get("lpips_note"):
+            st.caption(m["lpips_note"])
     elif latest is not None and latest.psnr is not None:
         cols = st.columns(3)
         cols[0].metric("PSNR", f"{latest.psnr:.1f} dB")
