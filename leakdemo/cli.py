@@ -132,6 +132,8 @@ def cmd_run(args) -> int:
     ev = execute(scenario, jsonl=args.jsonl, out_dir=args.out)
     if not args.jsonl:
         print(_summary(ev))
+        if ev.metrics.get("note"):
+            print(f"  (the attack {ev.metrics['note']})")
         if ev.metrics.get("lpips_note"):
             print(f"  ({ev.metrics['lpips_note']})")
     return 0

@@ -159,7 +159,7 @@ class Run:
             "psnr": round(final["psnr"], 3), "ssim": round(final["ssim"], 4), "lpips": final.get("lpips"),
             "label_accuracy": label_acc, "psnr_per_image": [round(v, 3) for v in final["psnr_per_image"]],
             "loss": _finite(last.loss), "lpips_note": None if lpips_ok else lpips_reason,
-            "matched_order": final["order"], "status": status, "note": last.note,
+            "matched_order": final["order"], "status": status, "note": last.note if last.final else None,
         }
         yield Finished(status, result, images, round(seconds, 3), last.iteration,
                        {k: v.items for k, v in history.items()})

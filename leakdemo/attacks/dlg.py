@@ -54,6 +54,7 @@ def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_la
 
     best_loss, best_x, best_labels = math.inf, None, None
     done, trial = 0, 0
+    final_note = "kept the estimate with the lowest gradient distance"
     while done < total:
         g = torch.Generator().manual_seed(p["seed"] * 1000 + 17 + trial)
         x = _initial_image(shape, g, loop).to(device).requires_grad_(True)
@@ -122,15 +123,17 @@ def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_la
                 scale = 1.0 / max(loss, 1e-30)
                 opt = make_optimizer()
             prev = loss
-        if reason == "budget" or trial >= max_restarts:
+        if reason == "budget":
+            break
+        if trial >= max_restarts:
+            final_note = f"gave up after {trial + 1} starts ({reason}); kept the best estimate"
             break
         trial += 1
         yield Step(done, total, best_loss, (best_x if best_x is not None else x.detach()), best_labels,
                    f"{reason} — restarting from a new random start ({trial}/{max_restarts})")
     if best_x is None:  # every step was non-finite: report the last estimate honestly
         best_x, best_labels = x.detach(), None
-    yield Step(done, total, best_loss, best_x.clamp(0, 1), best_labels,
-               "kept the estimate with the lowest gradient distance", final=True)
+    yield Step(done, total, best_loss, best_x.clamp(0, 1), best_labels, final_note, final=True)
 
 
 def dlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:

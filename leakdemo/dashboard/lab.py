@@ -289,7 +289,9 @@ def live_panel() -> None:
         return
     if status in ("finished", "stopped") and fin is not None:
         word = "Finished" if status == "finished" else "Stopped"
-        st.success(f"**{word}** after {fin.iterations} iterations in {fin.seconds:.1f} s.", icon=":material/check_circle:")
+        st.success(f"**{word}** after {fin.iterations} iterations in {fin.seconds:.1f} s."
+                   + (f" The attack {fin.metrics['note']}." if fin.metrics.get("note") else ""),
+                   icon=":material/check_circle:")
     for n in notes:
         st.caption(f":material/info: {n}")
     if started is None:
