@@ -63,7 +63,7 @@ def _active_defenses(s: Scenario) -> list[str]:
     return out
 
 
-class _Thinned:
+class Thinned:
     """A list that keeps at most `cap` items by dropping every other one when full."""
 
     def __init__(self, cap: int):
@@ -83,7 +83,7 @@ class Run:
         self.scenario = scenario
         self.uploads = uploads
         self._stop = stop_event if stop_event is not None else threading.Event()  # any object with set/is_set
-        self.keyframes = _Thinned(MAX_KEYFRAMES)
+        self.keyframes = Thinned(MAX_KEYFRAMES)
 
     def stop(self) -> None:
         self._stop.set()
@@ -119,7 +119,7 @@ class Run:
                       truth.labels.tolist(), first.total, str(device), lpips_reason,
                       round(time.perf_counter() - t_setup, 3))
         t0 = time.perf_counter()
-        history = {k: _Thinned(MAX_HISTORY) for k in ("iteration", "seconds", "loss", "psnr", "ssim")}
+        history = {k: Thinned(MAX_HISTORY) for k in ("iteration", "seconds", "loss", "psnr", "ssim")}
         last_eval, last, status = -1.0, first, "finished"
         chain = _prepend(first, steps)
         for step in chain:

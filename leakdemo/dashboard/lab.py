@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog
-from ..artifacts import upscale
+from ..artifacts import grid, upscale
 from ..data import available_samples, decode_upload, sample_image
 from ..device import cuda_available, describe_hardware
 from ..errors import LeakdemoError
@@ -23,6 +23,7 @@ from .pool import RunPool
 ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
 RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
 POLL_SECONDS = 0.3
+CHART_SECONDS = 1.5
 CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projector
 
 CSS = f"""
@@ -238,13 +239,8 @@ def threat_card(s) -> None:
 
 
 def _grid(images: np.ndarray) -> np.ndarray:
-    """A row of images, enlarged with nearest-neighbour scaling and separated by white gaps."""
-    tiles = [upscale(im, CELL) for im in images[:16]]
-    gap = np.ones((tiles[0].shape[0], 6, 3), dtype=np.float32)
-    row = []
-    for t in tiles:
-        row += [t, gap]
-    return np.clip(np.concatenate(row[:-1], axis=1), 0, 1)
+    """A row of images, enlarged with nearest-neighbour scaling, white gaps between them."""
+    return grid([list(images[:16])], CELL)
 
 
 def _chart(handle):
@@ -323,11 +319,6 @@ def live_panel() -> None:
         cols[0].metric("PSNR", f"{latest.psnr:.1f} dB")
         cols[1].metric("SSIM", f"{latest.ssim:.3f}")
         cols[2].metric("Loss", f"{latest.loss:.3g}" if latest.loss is not None else "—")
-    if latest is not None:
-        left, right = st.columns(2)
-        fig, loss = _chart(handle)
-        left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
-        right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
     if handle.done and handle.artifacts.get("error"):
         st.caption(handle.artifacts["error"])
     elif handle.done and handle.artifacts:
@@ -343,6 +334,18 @@ def live_panel() -> None:
     if handle.done and (handle.artifacts or status == "failed") and st.session_state.get("live"):
         st.session_state["live"] = False
         st.rerun()  # a full rerun redraws this panel without polling
+
+
+def chart_panel() -> None:
+    """The curves, redrawn less often than the frames: Plotly figures are the page's costliest part."""
+    handle = st.session_state.get("handle")
+    if handle is None or handle.latest is None:
+        return
+    left, right = st.columns(2)
+    with handle.lock:
+        fig, loss = _chart(handle)
+    left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
+    right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
 
 
 def _start(scenario, uploads) -> None:
@@ -396,3 +399,4 @@ def main() -> None:
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
     live = st.session_state.get("live", False)
     st.fragment(run_every=POLL_SECONDS if live else None)(live_panel)()
+    st.fragment(run_every=CHART_SECONDS if live else None)(chart_panel)()

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..events import Failed, Finished, Progress, Started
-from ..runner import _Thinned
+from ..runner import Thinned
 from ..scenario import Scenario, from_dict
 
 MAX_RUNNING = int(os.environ.get("LEAKDEMO_MAX_RUNS", "2"))
@@ -38,7 +38,7 @@ class RunHandle:
     first_frame_at: float | None = None
     last_poll: float = field(default_factory=time.time)
     artifacts: dict = field(default_factory=dict)  # built in the worker, on finish
-    curves: dict = field(default_factory=lambda: {k: _Thinned(400) for k in ("iteration", "psnr", "ssim", "loss")})
+    curves: dict = field(default_factory=lambda: {k: Thinned(400) for k in ("iteration", "psnr", "ssim", "loss")})
     stop_requested: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _worker: "_Worker | None" = field(default=None, repr=False)
@@ -104,8 +104,12 @@ def build_artifacts(scenario: Scenario, started: Started, fin: Finished, keyfram
 
 def _worker_main(jobs, results, stop_flag) -> None:
     """Runs in a worker process: take a job, stream its events back, repeat."""
+    import torch
+
     from ..data import available_samples, sample_image
     from ..runner import Run
+    # split the cores between the workers: oversubscribed OpenMP threads slow every run down
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // MAX_RUNNING))
     from ..scenario import from_preset
     # warm every code path once (imports, torch's optimizer machinery, the photos) so that the first
     # real run shows its first frame at once
