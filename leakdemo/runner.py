@@ -130,7 +130,7 @@ class Run:
                 break
             if step.final:
                 break
-            if not (step.note or now - last_eval >= EVAL_INTERVAL or step.iteration == step.total or last_eval < 0):
+            if not (step.note or now - last_eval >= EVAL_INTERVAL or step.iteration in (0, step.total) or last_eval < 0):
                 continue
             last_eval = now
             sc = metrics.score(step.images, truth_images)

@@ -71,6 +71,8 @@ def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_la
             return torch.optim.LBFGS(variables, lr=p["lr"], max_iter=20, history_size=100, line_search_fn=search)
 
         opt = make_optimizer()
+        if done == 0:  # frame 0: the starting point, shown before the first (slowest) step
+            yield Step(0, total, math.nan, x.detach(), fixed_labels if hard is not None else y.argmax(-1).tolist())
 
         def closure():
             label = hard if hard is not None else F.softmax(y, dim=-1)

@@ -31,6 +31,8 @@ def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         opt = torch.optim.Adam([x], lr=p["lr"])
         sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
         note = f"restart {trial + 1} of {trials}" if trial else None
+        if done == 0:  # frame 0: the starting point
+            yield Step(0, total, float("nan"), x.detach(), labels)
         for _ in range(its):
             loss = objective(x)
             (grad,) = torch.autograd.grad(loss, [x])
