@@ -22,7 +22,7 @@ from .pool import RunPool
 
 ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
 RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
-POLL_SECONDS = 0.3
+POLL_SECONDS = 0.25
 CHART_SECONDS = 1.5
 CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projector
 
@@ -184,14 +184,21 @@ def sidebar() -> tuple:
     return s2, None, uploads
 
 
+@st.cache_data
+def _thumbnails() -> list[bytes]:
+    """PNG thumbnails of the built-in photos, encoded once per server rather than on every rerun."""
+    from ..artifacts import png_bytes
+    return [png_bytes((upscale(sample_image(n, 32).transpose(1, 2, 0), 64) * 255).astype(np.uint8))
+            for n in available_samples()]
+
+
 def _data_widgets(where, source: str):
     """The gallery of built-in photos, or indices for other sources; plus the upload box."""
     if source == "samples":
         where.multiselect("Images (the batch starts with these)", available_samples(), key="w_gallery",
                           help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
         with where.expander("Browse the built-in photos"):
-            names = available_samples()
-            st.image([upscale(sample_image(n, 32).transpose(1, 2, 0), 64) for n in names], caption=names, width=64)
+            st.image(_thumbnails(), caption=available_samples(), width=64)
         chosen = st.session_state.get("w_gallery", [])
         if chosen:
             where.image([upscale(sample_image(n, 32).transpose(1, 2, 0), 64) for n in chosen[:8]],
