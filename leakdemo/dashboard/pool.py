@@ -181,10 +181,6 @@ class RunPool:
         """Workers that have finished warming up."""
         return sum(w.ready for w in self._workers)
 
-    def running(self) -> int:
-        with self._lock:
-            return sum(w.handle is not None for w in self._workers)
-
     def _dispatch(self) -> None:
         while True:
             time.sleep(0.05)
