@@ -34,8 +34,6 @@ class RunHandle:
     finished: Finished | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
-    submitted_at: float = field(default_factory=time.time)
-    first_frame_at: float | None = None
     last_poll: float = field(default_factory=time.time)
     artifacts: dict = field(default_factory=dict)  # built in the worker, on finish
     curves: dict = field(default_factory=lambda: {k: Thinned(400) for k in ("iteration", "psnr", "ssim", "loss")})
@@ -70,8 +68,6 @@ class RunHandle:
             if isinstance(ev, Started):
                 self.started = ev
             elif isinstance(ev, Progress):
-                if self.first_frame_at is None:
-                    self.first_frame_at = time.time()
                 self.latest = ev
                 for k in self.curves:
                     self.curves[k].offer(getattr(ev, k), force=bool(ev.note))
