@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ParamError
@@ -31,9 +31,6 @@ class Param:
     def title(self) -> str:
         text = self.label or self.name.replace("_", " ").capitalize()
         return f"{text} ({self.unit})" if self.unit else text
-
-    def with_default(self, default: Any) -> "Param":
-        return replace(self, default=default)
 
     def allowed(self) -> str:
         """Human description of the allowed values, used in every error message."""

@@ -88,10 +88,6 @@ class Run:
     def stop(self) -> None:
         self._stop.set()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     def events(self) -> Iterator:
         try:
             yield from self._events()

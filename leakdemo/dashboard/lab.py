@@ -45,10 +45,9 @@ def run_pool() -> RunPool:
 
 @st.cache_resource
 def warm_up() -> bool:
-    """Pay the one-time costs before anyone clicks Run: start the warmed-up workers, load the photos."""
+    """Pay the one-time costs before anyone clicks Run: start the warmed-up workers, encode the gallery."""
     run_pool()
-    for name in available_samples():
-        sample_image(name, 32)
+    _thumbnails()
     return True
 
 
@@ -99,10 +98,6 @@ def _on_scenario_file() -> None:
 
 # ---------------------------------------------------------------- widgets from the catalog
 
-def _label(p) -> str:
-    return p.title
-
-
 def _help(p) -> str:
     return p.help + (f"\n\nPaper: {p.paper}" if p.paper else "") + f"\n\nParameter `{p.name}`, {p.allowed()}."
 
@@ -110,17 +105,17 @@ def _help(p) -> str:
 def param_widget(p, where=st) -> None:
     key = f"w_{p.name}"
     if p.kind == "choice":
-        where.selectbox(_label(p), p.choices, key=key, help=_help(p))
+        where.selectbox(p.title, p.choices, key=key, help=_help(p))
     elif p.kind == "int":
-        where.number_input(_label(p), min_value=int(p.low), max_value=int(p.high), step=1, key=key, help=_help(p))
+        where.number_input(p.title, min_value=int(p.low), max_value=int(p.high), step=1, key=key, help=_help(p))
     elif p.kind == "float":
         step = 0.01 if (p.high or 1) <= 1 else 0.1
-        where.number_input(_label(p), min_value=float(p.low), max_value=float(p.high), step=step, format="%g",
+        where.number_input(p.title, min_value=float(p.low), max_value=float(p.high), step=step, format="%g",
                            key=key, help=_help(p))
     elif p.kind == "bool":
-        where.toggle(_label(p), key=key, help=_help(p))
+        where.toggle(p.title, key=key, help=_help(p))
     else:
-        where.text_input(_label(p), key=key, help=_help(p), max_chars=2000)
+        where.text_input(p.title, key=key, help=_help(p), max_chars=2000)
 
 
 def sidebar() -> tuple:
@@ -199,16 +194,16 @@ def _data_widgets(where, source: str):
                           help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
         with where.expander("Browse the built-in photos"):
             st.image(_thumbnails(), caption=available_samples(), width=64)
-        chosen = st.session_state.get("w_gallery", [])
+        chosen = st.session_state.get("w_gallery", [])[:8]
         if chosen:
-            where.image([upscale(sample_image(n, 32).transpose(1, 2, 0), 64) for n in chosen[:8]],
-                        caption=chosen[:8], width=64)
-    elif source in ("folder",):
-        where.text_input("Folder", key="w_folder")
+            thumbs = dict(zip(available_samples(), _thumbnails()))
+            where.image([thumbs[n] for n in chosen], caption=chosen, width=64)
+    elif source == "folder":
+        param_widget(catalog.PROTOCOLS["fedsgd"].param("folder"), where)
         where.text_input("Images (file names, comma-separated)", key="w_images")
     elif source == "torchvision":
-        where.selectbox("Dataset", catalog.PROTOCOLS["fedsgd"].param("tv_dataset").choices, key="w_tv_dataset")
-        where.text_input("Data root", key="w_data_root")
+        for name in ("tv_dataset", "data_root"):
+            param_widget(catalog.PROTOCOLS["fedsgd"].param(name), where)
         where.text_input("Images (indices, comma-separated)", key="w_images")
     else:
         where.text_input("Images (indices, comma-separated)", key="w_images")
@@ -216,11 +211,17 @@ def _data_widgets(where, source: str):
                                 accept_multiple_files=True, key="uploads",
                                 help="Uploads stay in this browser session; they are never written to disk.")
     uploads, errors = [], []
+    decoded = st.session_state.setdefault("decoded_uploads", {})  # this session only; decode each file once
     for f in files or []:
-        try:
-            uploads.append((f.name, decode_upload(f.name, f.getvalue())))
-        except LeakdemoError as e:
-            errors.append(str(e))
+        if f.file_id not in decoded:
+            try:
+                decoded[f.file_id] = decode_upload(f.name, f.getvalue())
+            except LeakdemoError as e:
+                decoded[f.file_id] = str(e)
+        if isinstance(decoded[f.file_id], str):
+            errors.append(decoded[f.file_id])
+        else:
+            uploads.append((f.name, decoded[f.file_id]))
     for e in errors:
         where.error(e)
     return uploads
