@@ -55,16 +55,32 @@ def metrics_csv(history: dict) -> str:
     return buf.getvalue()
 
 
+def metrics_json(finished) -> bytes:
+    """The final metrics as JSON (AGIC's matching keeps its verdicts; its images go to matching.png)."""
+    m = dict(finished.metrics)
+    if m.get("matching"):
+        m["matching"] = {k: v for k, v in m["matching"].items() if k != "views"}
+    return json.dumps({**m, "seconds": finished.seconds, "iterations": finished.iterations}, indent=2).encode()
+
+
+def matching_png(matching: dict, cell: int = 64) -> bytes:
+    """One row per observed epoch, one column per private image: the pre-reconstructions AGIC paired."""
+    columns = len(matching["views"][0])
+    rows = [list(matching["views"][s][e] for s in range(len(matching["views"]))) for e in range(columns)]
+    return png_bytes(grid(rows, cell))
+
+
 def write_all(out_dir: str, scenario_json: str, originals: np.ndarray, finished, keyframes) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     files = {
         "grid.png": png_bytes(grid([list(originals), list(finished.images)])),
         "progress.gif": gif_bytes(originals, keyframes),
-        "metrics.json": json.dumps({**finished.metrics, "seconds": finished.seconds,
-                                    "iterations": finished.iterations}, indent=2).encode(),
+        "metrics.json": metrics_json(finished),
         "history.csv": metrics_csv(finished.history).encode(),
         "scenario.json": scenario_json.encode(),
     }
+    if finished.metrics.get("matching"):
+        files["matching.png"] = matching_png(finished.metrics["matching"])
     for name, data in files.items():
         with open(os.path.join(out_dir, name), "wb") as fh:
             fh.write(data)

@@ -7,15 +7,21 @@ a component may give a shared parameter its own default.
 from __future__ import annotations
 
 from .attacks.dlg import dlg, idlg
+from .attacks.agic import agic
+from .attacks.dlm import dlm, dlm_plus
 from .attacks.invgrad import invgrad
+from .attacks.simulation import invgrad_fedavg
 from .data import SOURCE_HELP, SOURCES, TORCHVISION_SETS
 from .models import MODEL_HELP, MODELS
 from .params import Component, Param
-from .protocols import fedsgd
+from .protocols import fedavg, fedsgd
 
 DLG_PAPER = "Zhu, Liu, Han. Deep Leakage from Gradients. NeurIPS 2019"
 IDLG_PAPER = "Zhao, Mopuri, Bilen. iDLG: Improved Deep Leakage from Gradients. 2020"
 IG_PAPER = "Geiping, Bauermeister, Dröge, Moeller. Inverting Gradients. NeurIPS 2020"
+DLM_PAPER = "Zhao, Sun, Gao, Wang, Wang, Wang. Deep Leakage from Model in Federated Learning. 2022"
+AGIC_PAPER = "Xu, Hong, Huang, Chen, Decouchant. AGIC: Approximate Gradient Inversion Attack on Federated Learning. SRDS 2022"
+FEDAVG_PAPER = "McMahan et al. Communication-Efficient Learning of Deep Networks from Decentralized Data. 2017"
 
 # ---------------------------------------------------------------- parameters used by everything
 
@@ -64,8 +70,32 @@ PROTOCOLS = {
             Param("warmup_steps", "int", 0, "SGD steps the model is trained on other images first "
                   "(trained models leak less)", low=0, high=2000, group="protocol", defends=True, label="Warm-up training steps"),
         ),
-        payload="gradients", run=fedsgd.simulate,
-        paper="McMahan et al. Communication-Efficient Learning of Deep Networks from Decentralized Data. 2017",
+        payload="gradients", run=fedsgd.simulate, receives=fedsgd.describe, paper=FEDAVG_PAPER,
+    ),
+    "fedavg": Component(
+        "protocol", "fedavg", "FedAvg — shared model updates",
+        "Each client trains the server's weights for a few local SGD steps on its private data and sends "
+        "the new weights back. Many believe this is safe where gradients are not.",
+        params=DATA_PARAMS + MODEL_PARAMS + (
+            Param("batch_size", "int", 1, "images in each local mini-batch", low=1, high=64, group="protocol",
+                  defends=True, label="Mini-batch size"),
+            Param("local_steps", "int", 1, "local SGD steps per round, each on its own mini-batch (more steps "
+                  "blur the update)", low=1, high=32, group="protocol", defends=True),
+            Param("local_lr", "float", 0.01, "the client's learning rate η (larger steps make the update "
+                  "less like one gradient)", low=1e-6, high=1.0, log=True, group="protocol", defends=True,
+                  label="Local learning rate η"),
+            Param("momentum", "float", 0.0, "the client's SGD momentum", low=0.0, high=0.99, group="protocol"),
+            Param("rounds_per_epoch", "int", 1, "rounds the client needs to go once over its data; its data "
+                  "set is rounds_per_epoch × local_steps × batch_size images", low=1, high=8, group="protocol"),
+            Param("epochs", "int", 1, "epochs over the client's data that the server observes (AGIC uses "
+                  "them all; the others attack the first)", low=1, high=4, group="protocol", paper=AGIC_PAPER),
+            Param("shuffle", "bool", True, "reshuffle the local data between epochs (so later rounds mix "
+                  "different images)", group="protocol"),
+            Param("warmup_steps", "int", 0, "SGD steps the model is trained on other images first "
+                  "(trained models leak less)", low=0, high=2000, group="protocol", defends=True,
+                  label="Warm-up training steps"),
+        ),
+        payload="weights", run=fedavg.simulate, receives=fedavg.describe, paper=FEDAVG_PAPER,
     ),
 }
 
@@ -84,6 +114,12 @@ _GRADIENT_KNOWLEDGE = (
     "the model architecture and the current weights (the server sent them)",
     "the shared gradient, exactly as the client sent it (after any defense)",
     "the batch size and the image size",
+)
+
+_WEIGHT_KNOWLEDGE = (
+    "the model architecture and the weights it sent in every round",
+    "the weights the client uploaded after every round (after any defense)",
+    "how many images each upload used, and the image size",
 )
 
 ATTACKS = {
@@ -117,6 +153,78 @@ ATTACKS = {
         knowledge=_GRADIENT_KNOWLEDGE + ("the labels, inferred from the last layer's gradient",),
         run=invgrad,
     ),
+    "dlm": Component(
+        "attack", "dlm", "DLM — Deep Leakage from Model",
+        "Treats the weight change as an unknown multiple of the gradient: fits a dummy image, a soft label "
+        "and the scale k (ideally 1/η) jointly. Its start k₀ decides whether it finds the data or the "
+        "trivial fit ∇W = 0, k = 0 — the learning-rate trap.",
+        params=_LBFGS_PARAMS + (
+            Param("k_init", "float", 1.0, "the scale k's starting value (ideally 1/η, which the attacker does "
+                  "not know)", low=1e-3, high=1e6, log=True, paper=DLM_PAPER, label="Start of k (≈ 1/η)"),
+        ),
+        paper=DLM_PAPER, protocols=("fedavg",),
+        knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the scale k stands in for 1/η",),
+        run=dlm,
+    ),
+    "dlm-plus": Component(
+        "attack", "dlm-plus", "DLM+ — normalised model leakage",
+        "Divides the dummy gradient and the weight change by their norms, so the learning rate drops out "
+        "(with one global norm this is a cosine attack); image and soft label fitted with L-BFGS.",
+        params=_LBFGS_PARAMS + (
+            Param("norm", "choice", "global", "global = one L2 norm over all layers (= 2 − 2·cos); layer-mean = "
+                  "the mean of per-layer norms, as in the authors' code", choices=("global", "layer-mean"),
+                  paper=DLM_PAPER, label="Normalisation"),
+            Param("tv_weight", "float", 0.0, "weight of the total-variation prior (helps batches)", low=0.0,
+                  high=10.0, paper=DLM_PAPER, label="Total-variation weight"),
+        ),
+        paper=DLM_PAPER, protocols=("fedavg",),
+        knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the normalisation removes it",),
+        run=dlm_plus,
+    ),
+    "agic": Component(
+        "attack", "agic", "AGIC — approximate gradient inversion",
+        "Treats all local steps of a round as one step on their union (∇W ≈ ΔW/η), so one gradient "
+        "evaluation per iteration however many steps there were; layer-weighted cosine (deeper conv layers "
+        "count more, ReLU zeros compensated) + TV. With several epochs observed it pairs the images across "
+        "epochs and reconstructs them jointly.",
+        params=(
+            Param("iterations", "int", 1000, "Adam steps of the (joint) reconstruction", low=1, high=24000),
+            Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
+                  low=1e-4, high=1.0, log=True, paper=AGIC_PAPER, label="Learning rate"),
+            Param("tv_weight", "float", 1e-2, "weight of the total-variation prior ζ", low=0.0, high=10.0,
+                  paper=AGIC_PAPER, label="Total-variation weight ζ"),
+            Param("beta", "float", 50.0, "ratio β of the last conv layer's weight to the first's (50 untrained, "
+                  "2 trained; 1 = equal weights)", low=1.0, high=200.0, paper=AGIC_PAPER, label="Layer-weight ratio β"),
+            Param("relu_modifier", "bool", True, "multiply each conv layer's weight by 1/(1 − its share of zero "
+                  "gradient entries), on ReLU networks", paper=AGIC_PAPER, label="ReLU zero modifier"),
+            Param("pre_iterations", "int", 300, "Adam steps of each epoch's pre-reconstruction (only when "
+                  "several epochs are observed)", low=1, high=10000, paper=AGIC_PAPER),
+            Param("epoch_weight", "float", 0.1, "weight γ of the rounds after the first epoch in the joint "
+                  "reconstruction (the first epoch has 1)", low=0.0, high=1.0, paper=AGIC_PAPER, label="Later-epoch weight γ"),
+            Param("match_labels", "bool", True, "pair images across epochs only when their inferred labels "
+                  "agree (while such pairs remain)", paper=AGIC_PAPER, label="Match by label"),
+        ),
+        paper=AGIC_PAPER, protocols=("fedavg",), needs=("local_lr", "local_steps", "minibatch_size"),
+        knowledge=_WEIGHT_KNOWLEDGE + ("the labels, inferred from the last layer's part of each update",),
+        run=agic,
+    ),
+    "invgrad-fedavg": Component(
+        "attack", "invgrad-fedavg", "Simulation (Inverting Gradients on FedAvg)",
+        "The baseline: replays the client's local SGD steps on dummy mini-batches and matches the simulated "
+        "weight change to the observed one (cosine + TV). Each iteration differentiates through every local "
+        "step, so it slows down as steps are added.",
+        params=(
+            Param("iterations", "int", 1000, "Adam steps", low=1, high=24000),
+            Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
+                  low=1e-4, high=1.0, log=True, paper=IG_PAPER, label="Learning rate"),
+            Param("tv_weight", "float", 1e-2, "weight of the total-variation prior", low=0.0, high=10.0,
+                  paper=IG_PAPER, label="Total-variation weight"),
+        ),
+        paper=IG_PAPER, protocols=("fedavg",), needs=("local_lr", "local_steps", "minibatch_size", "momentum"),
+        knowledge=_WEIGHT_KNOWLEDGE + ("the labels, inferred from the last layer's part of each update "
+                                       "(dealt to the local steps in sorted order)",),
+        run=invgrad_fedavg,
+    ),
 }
 
 # ---------------------------------------------------------------- defenses
@@ -126,25 +234,26 @@ _DP_CLIP = Param("dp_clip", "float", 0.0, "clip the payload's L2 norm to this be
 
 DEFENSES = {
     "none": Component("defense", "none", "No defense", "The client sends its payload as computed.",
-                      protocols=("fedsgd",), payload="gradients"),
+                      protocols=("fedsgd", "fedavg"), payload="any"),
     "dp-gaussian": Component(
         "defense", "dp-gaussian", "Gaussian noise (DP-style)",
-        "Clip the payload's norm, then add Gaussian noise to every entry.",
+        "Clip the payload's norm (the gradient, or the uploaded weights), then add Gaussian noise to every entry.",
         params=(Param("dp_sigma", "float", 0.01, "standard deviation of the Gaussian noise", low=0.0, high=10.0,
                       log=True, group="defense", label="Noise σ"), _DP_CLIP),
-        protocols=("fedsgd",), payload="gradients", paper="Abadi et al. Deep Learning with Differential Privacy. 2016"),
+        protocols=("fedsgd", "fedavg"), payload="any", paper="Abadi et al. Deep Learning with Differential Privacy. 2016"),
     "dp-laplace": Component(
         "defense", "dp-laplace", "Laplace noise (DP-style)",
-        "Clip the payload's norm, then add Laplace noise to every entry.",
+        "Clip the payload's norm (the gradient, or the uploaded weights), then add Laplace noise to every entry.",
         params=(Param("dp_sigma", "float", 0.01, "scale b of the Laplace noise", low=0.0, high=10.0, log=True,
                       group="defense", label="Noise scale b"), _DP_CLIP),
-        protocols=("fedsgd",), payload="gradients", paper=DLG_PAPER),
+        protocols=("fedsgd", "fedavg"), payload="any", paper=DLG_PAPER),
     "prune": Component(
-        "defense", "prune", "Gradient pruning",
-        "Zero the smallest-magnitude entries of each layer's payload (sparsification).",
+        "defense", "prune", "Magnitude pruning",
+        "Zero the smallest-magnitude entries of each layer of the payload — the gradient (FedSGD) or the "
+        "uploaded weights (FedAvg) — before sending it (sparsification).",
         params=(Param("prune_ratio", "float", 0.5, "fraction of entries set to zero in each layer", low=0.0,
                       high=0.999, group="defense", label="Pruned fraction"),),
-        protocols=("fedsgd",), payload="gradients", paper=DLG_PAPER),
+        protocols=("fedsgd", "fedavg"), payload="any", paper=DLG_PAPER),
 }
 
 CHOICE_PARAMS = (
@@ -164,6 +273,11 @@ KNOWN_BAD = {
 
 def components(protocol: str, attack: str, defense: str) -> tuple[Component, Component, Component]:
     return PROTOCOLS[protocol], ATTACKS[attack], DEFENSES[defense]
+
+
+def private_images(p) -> int:
+    """How many private images a scenario's client holds (what the attack must rebuild)."""
+    return fedavg.local_images(p) if p["protocol"] == "fedavg" else p["batch_size"]
 
 
 def attacks_for(protocol: str) -> list[str]:

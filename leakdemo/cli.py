@@ -121,7 +121,8 @@ def _summary(ev: Finished) -> str:
     la = f"{m['label_accuracy']:.2f}" if m["label_accuracy"] is not None else "n/a"
     word = "Finished" if ev.status == "finished" else "Stopped"
     return (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {la}, "
-            f"{ev.iterations} iterations in {ev.seconds:.1f} s")
+            f"{ev.iterations} iterations in {ev.seconds:.1f} s"
+            + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}"))
 
 
 def cmd_run(args) -> int:
@@ -161,7 +162,7 @@ def bench_one(scenario: Scenario) -> dict:
             return {"first_frame_s": first_frame, "it_per_s": ev.iterations / max(ev.seconds, 1e-9),
                     "to_20db_s": t20, "to_30db_s": t30, "psnr": ev.metrics["psnr"], "ssim": ev.metrics["ssim"],
                     "label_accuracy": ev.metrics["label_accuracy"], "seconds": ev.seconds,
-                    "iterations": ev.iterations}
+                    "iterations": ev.iterations, "matching_rate": ev.metrics.get("matching_rate")}
     raise LeakdemoError("the run ended without a result")
 
 
@@ -191,8 +192,8 @@ def cmd_bench(args) -> int:
             r.update(preset=name, images=sc["images"] or "(seeded)")
             rows.append(r)
             print(f"{name:<16}{r['images'][:21]:<22}{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
-                  f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{r['seconds']:>9.1f}",
-                  flush=True)
+                  f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{r['seconds']:>9.1f}"
+                  + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}"), flush=True)
         if len(image_lists) > 1:
             mine = [r for r in rows if r["preset"] == name]
             t30 = [r["to_30db_s"] for r in mine if r["to_30db_s"] is not None]

@@ -211,15 +211,18 @@ def _torchvision_set(name: str, root: str):
 # ---------------------------------------------------------------- batches
 
 
-def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None) -> Batch:
+def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, count: int | None = None,
+               count_name: str = "batch_size") -> Batch:
     """The client's private batch: the named `images` first, the rest picked by `seed` from the source.
 
-    `uploads` (name, array) replace the source entirely (the dashboard's own images).
+    `uploads` (name, array) replace the source entirely (the dashboard's own images). `count` overrides
+    the batch size (FedAvg's local data set); `count_name` is what error messages call it.
     """
-    size, bs, classes = p["image_size"], p["batch_size"], p["num_classes"]
+    size, classes = p["image_size"], p["num_classes"]
+    bs = p["batch_size"] if count is None else count
     if uploads:
         if len(uploads) < bs:
-            raise ParamError("batch_size", f"is {bs} but only {len(uploads)} image(s) were uploaded")
+            raise ParamError(count_name, f"is {bs} but only {len(uploads)} image(s) were uploaded")
         imgs = [to_square_rgb(a, size) for _, a in uploads[:bs]]
         return Batch(torch.from_numpy(np.stack(imgs)), torch.arange(bs) % classes, [n for n, _ in uploads[:bs]])
     source = p["data"]
@@ -232,9 +235,9 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None) -> 
     if len(set(wanted)) != len(wanted):
         raise ParamError("images", "lists an image twice")
     if len(wanted) > bs:
-        raise ParamError("images", f"names {len(wanted)} images but batch_size is {bs}")
+        raise ParamError("images", f"names {len(wanted)} images but {count_name} is {bs}")
     if bs > len(names):
-        raise ParamError("batch_size", f"must be at most {len(names)} for data={source}, got {bs}")
+        raise ParamError(count_name, f"must be at most {len(names)} for data={source}, got {bs}")
     rng = np.random.default_rng(p["seed"])
     rest = [n for n in names if n not in wanted]
     keys = wanted + [rest[i] for i in rng.permutation(len(rest))[: bs - len(wanted)]]

@@ -35,6 +35,7 @@ class Progress:
     note: str | None = None
     images: np.ndarray | None = None  # matched to the originals' order
     psnr_per_image: list[float] | None = None
+    matching: dict | None = None  # AGIC multi-epoch: {"rate", "correct": [bool], "views": [(E, H, W, 3)]}
     event: str = "progress"
 
 
@@ -58,6 +59,10 @@ class Failed:
 def to_json(event) -> dict[str, Any]:
     """A JSON-ready dict without image arrays; Finished flattens its metrics to the top level."""
     d = {k: v for k, v in asdict(event).items() if not isinstance(v, np.ndarray)}
+    if d.get("matching"):  # keep the verdicts, drop the images
+        d["matching"] = {k: v for k, v in d["matching"].items() if k != "views"}
+    if isinstance(event, Finished) and d["metrics"].get("matching"):
+        d["metrics"] = {**d["metrics"], "matching": {k: v for k, v in d["metrics"]["matching"].items() if k != "views"}}
     if isinstance(event, Finished):
         d.pop("history", None)
         metrics = d.pop("metrics")

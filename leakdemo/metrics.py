@@ -121,3 +121,24 @@ def score(recon: torch.Tensor, truth: torch.Tensor, with_lpips: bool = False) ->
         d = lpips(paired, truth)
         out["lpips"] = None if d is None else float(d.mean())
     return out
+
+
+def matching_check(views: torch.Tensor, where: list, truth: torch.Tensor, membership: list[list[int]]) -> list[bool]:
+    """Did AGIC pair the right images across epochs? One answer per slot (all its epochs agree).
+
+    views[s, e] is the pre-reconstruction AGIC put in slot s for epoch e; where[s][e] = (round, position)
+    it came from. Which private image a pre-reconstruction shows is decided within its round, by the
+    same Hungarian pairing used for scoring, against the images that round really used.
+    """
+    by_round: dict[int, list[tuple[int, int]]] = {}
+    for s, row in enumerate(where):
+        for e, (k, _) in enumerate(row):
+            by_round.setdefault(k, []).append((s, e))
+    identity = {}
+    for k, items in by_round.items():
+        recon = torch.stack([views[s, e] for s, e in items])
+        used = membership[k]
+        order = match(recon, truth[torch.as_tensor(used)])
+        for i, r in enumerate(order):
+            identity[items[r]] = used[i]
+    return [all(identity[(s, e)] == identity[(s, 0)] for e in range(len(row))) for s, row in enumerate(where)]

@@ -22,6 +22,7 @@ MODEL_HELP = {
 
 class LeNet(nn.Module):
     """The LeNet variant of Deep Leakage from Gradients (Zhu et al., 2019)."""
+    activation = "sigmoid"
 
     def __init__(self, channels: int, size: int, classes: int, width: int = 12):
         super().__init__()
@@ -39,6 +40,8 @@ class LeNet(nn.Module):
 
 
 class MLP(nn.Module):
+    activation = "sigmoid"
+
     def __init__(self, channels: int, size: int, classes: int, width: int = 256, depth: int = 2):
         super().__init__()
         layers, d = [nn.Flatten()], channels * size * size
@@ -53,6 +56,8 @@ class MLP(nn.Module):
 
 
 class ConvNet(nn.Module):
+    activation = "relu"
+
     def __init__(self, channels: int, size: int, classes: int, width: int = 32):
         super().__init__()
         w = width
@@ -86,6 +91,7 @@ class BasicBlock(nn.Module):
 
 class ResNet(nn.Module):
     """A CIFAR-style ResNet: three stages of `depth` BasicBlocks with widths w, 2w, 4w."""
+    activation = "relu"
 
     def __init__(self, channels: int, size: int, classes: int, width: int = 16, depth: int = 1):
         super().__init__()

@@ -122,7 +122,9 @@ class Component:
     protocols: tuple[str, ...] = ()  # attacks/defenses: the protocols they work with
     knowledge: tuple[str, ...] = ()  # attacks: what the attacker is assumed to know, in plain words
     payload: str = ""  # protocols: the kind of payload sent; defenses: the kind they transform
+    needs: tuple[str, ...] = ()  # attacks: the client settings they are given (Knowledge.extras keys)
     run: Any = field(default=None, repr=False, compare=False)
+    receives: Any = field(default=None, repr=False, compare=False)  # protocols: params -> one sentence
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

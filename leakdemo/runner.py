@@ -107,6 +107,7 @@ class Run:
         protocol = catalog.PROTOCOLS[p["protocol"]]
         attack = catalog.ATTACKS[p["attack"]]
         obs, kn, truth = protocol.run(p, device, self.uploads)
+        kn = kn.restricted(attack.needs)  # e.g. DLM is not told the client's learning rate
         truth_images = truth.images.float()
         lpips_ok, lpips_reason = metrics.lpips_status()
         steps = attack.run(obs, kn, p, device)
@@ -117,6 +118,7 @@ class Run:
         t0 = time.perf_counter()
         history = {k: Thinned(MAX_HISTORY) for k in ("iteration", "seconds", "loss", "psnr", "ssim")}
         last_eval, last, status = -1.0, first, "finished"
+        matching = None
         chain = _prepend(first, steps)
         for step in chain:
             last = step
@@ -126,6 +128,8 @@ class Run:
                 break
             if step.final:
                 break
+            if step.matching is not None and matching is None:
+                matching = _matching(step.matching, truth)
             if not (step.note or now - last_eval >= EVAL_INTERVAL or step.iteration in (0, step.total) or last_eval < 0):
                 continue
             last_eval = now
@@ -139,7 +143,7 @@ class Run:
             self.keyframes.offer((step.iteration, images))
             yield Progress(step.iteration, step.total, round(now, 4), _finite(step.loss), round(sc["psnr"], 3),
                            round(sc["ssim"], 4), round(eta, 2), step.labels, step.note, images,
-                           [round(v, 2) for v in sc["psnr_per_image"]])
+                           [round(v, 2) for v in sc["psnr_per_image"]], matching)
         seconds = time.perf_counter() - t0
         if self._stop.is_set():
             status = "stopped"
@@ -157,8 +161,22 @@ class Run:
             "loss": _finite(last.loss), "lpips_note": None if lpips_ok else lpips_reason,
             "matched_order": final["order"], "status": status, "note": last.note if last.final else None,
         }
+        if matching is None and last.matching is not None:
+            matching = _matching(last.matching, truth)
+        if matching is not None:
+            result["matching_rate"] = matching["rate"]
+            result["matching"] = matching
         yield Finished(status, result, images, round(seconds, 3), last.iteration,
                        {k: v.items for k, v in history.items()})
+
+
+def _matching(report: dict, truth) -> dict:
+    """AGIC's cross-epoch pairing as images, each slot checked against the ground truth (here, never
+    in the attack)."""
+    ok = metrics.matching_check(report["views"], report["where"], truth.images.float(), truth.membership)
+    views = report["views"]
+    return {"rate": round(sum(ok) / len(ok), 4), "correct": ok,
+            "views": [to_hwc(views[s]) for s in range(len(views))]}
 
 
 def _finite(x: float) -> float | None:

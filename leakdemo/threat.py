@@ -15,8 +15,8 @@ from torch import nn
 @dataclass
 class Observation:
     """The payload a client sent, after its defense, plus the context a real server has."""
-    kind: str  # "gradients" (FedSGD); later "weights", "vfl-gradients", "logits"
-    payload: list[torch.Tensor]
+    kind: str  # "gradients" (FedSGD: a list of tensors), "weights" (FedAvg: a list of Update)
+    payload: Any
     description: str  # one sentence for the threat-model card
     context: dict[str, Any] = field(default_factory=dict)
 
@@ -29,7 +29,29 @@ class Knowledge:
     num_classes: int
     batch_size: int
     facts: list[str]
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # e.g. the client's local_lr, when known
+    extra_facts: dict[str, str] = field(default_factory=dict)  # one sentence per extras key
+
+    def restricted(self, keys) -> "Knowledge":
+        """The same knowledge without the extras an attack is not assumed to know (e.g. DLM and η)."""
+        keep = [k for k in self.extras if k in set(keys)]
+        return Knowledge(self.model, self.input_shape, self.num_classes, self.batch_size,
+                         self.facts + [self.extra_facts[k] for k in keep if k in self.extra_facts],
+                         {k: self.extras[k] for k in keep}, {k: self.extra_facts[k] for k in keep if k in self.extra_facts})
+
+
+@dataclass(eq=False)  # holds tensors: compare by identity
+class Update:
+    """One FedAvg upload: the weights the server sent (before) and what the client returned (after)."""
+    before: list[torch.Tensor]
+    after: list[torch.Tensor]
+    epoch: int  # 0-based epoch over the client's local data
+    round: int  # 0-based round within that epoch
+
+    @property
+    def delta(self) -> list[torch.Tensor]:
+        """before − after: for one plain SGD step this is η·∇W, the direction of the gradient."""
+        return [b - a for b, a in zip(self.before, self.after)]
 
 
 @dataclass
@@ -38,6 +60,7 @@ class GroundTruth:
     images: torch.Tensor  # (B, C, H, W) in [0, 1]
     labels: torch.Tensor  # (B,)
     names: list[str]
+    membership: list[list[int]] | None = None  # FedAvg: which private images each update used, in order
 
 
 @dataclass
@@ -50,3 +73,4 @@ class Step:
     labels: list[int] | None = None
     note: str | None = None  # something a person should see, e.g. "stalled: restarting with seed 2"
     final: bool = False  # the attack's chosen answer
+    matching: dict | None = None  # AGIC multi-epoch: which pre-reconstructions it paired (see attacks/agic.py)

@@ -110,3 +110,17 @@ def test_uploads_are_validated():
         decode_upload("d.png", big.getvalue())
     with pytest.raises(LeakdemoError, match="over the 10 MB limit"):
         decode_upload("e.png", b"0" * (11 * 2**20))
+
+
+def test_fedavg_threat_card_says_who_knows_the_learning_rate():
+    at = lab(preset="dlg")
+    widget(at, "Protocol").set_value("fedavg").run()
+    assert not at.exception, at.exception
+    assert widget(at, "Local learning rate η").value == 0.01
+    widget(at, "Attack").set_value("agic").run()
+    text = " ".join(m.value for m in at.markdown)
+    assert "model weights before and after" in text and "known to this attack" in text
+    widget(at, "Attack").set_value("dlm").run()
+    text = " ".join(m.value for m in at.markdown)
+    assert "**not** known to this attack" in text
+    assert widget(at, "Start of k (≈ 1/η)").value == 1.0

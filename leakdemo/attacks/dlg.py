@@ -12,7 +12,7 @@ diverges to a point L-BFGS never leaves (it sits near 5 dB). Our `robust` loop k
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -33,24 +33,29 @@ def _initial_image(shape, g: torch.Generator, loop: str) -> torch.Tensor:
     return (0.5 + 0.1 * torch.randn(shape, generator=g)).clamp(0, 1)
 
 
-def _initial_label_logits(model, target, bs: int, classes: int, g, loop: str) -> torch.Tensor:
+def _initial_label_logits(guess: list[int], bs: int, classes: int, g, loop: str) -> torch.Tensor:
     if loop == "original":
         return torch.randn((bs, classes), generator=g)
     logits = torch.zeros((bs, classes))
-    for i, c in enumerate(infer_labels(model, target, bs)):
+    for i, c in enumerate(guess):
         logits[i, c] = 5.0  # a confident start; the label stays free to move
     return logits
 
 
-def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_labels: list[int] | None,
-                      ) -> Iterator[Step]:
-    """The L-BFGS loop shared by DLG (soft labels) and iDLG (fixed_labels)."""
-    model = kn.model.to(device)
-    model.train()
-    target = [t.to(device) for t in obs.payload]
+Objective = Callable[[torch.Tensor, torch.Tensor, list[torch.Tensor]], torch.Tensor]
+
+
+def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, label_guess: list[int],
+                      fixed_labels: bool, extras: tuple[torch.Tensor, ...] = ()) -> Iterator[Step]:
+    """The L-BFGS loop shared by DLG, iDLG (fixed labels), DLM and DLM+.
+
+    objective(x, label, extras) -> loss, where label is the class indices (fixed_labels) or the soft
+    label's probabilities; extras are further variables optimised jointly (DLM's scale k).
+    """
     bs, shape = kn.batch_size, (kn.batch_size, *kn.input_shape)
     loop, total, max_restarts = p["loop"], p["iterations"], p["restarts"]
-    hard = torch.tensor(fixed_labels, device=device) if fixed_labels is not None else None
+    hard = torch.tensor(label_guess, device=device) if fixed_labels else None
+    fixed_list = list(label_guess) if fixed_labels else None
 
     best_loss, best_x, best_labels = math.inf, None, None
     done, trial = 0, 0
@@ -60,8 +65,10 @@ def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_la
         x = _initial_image(shape, g, loop).to(device).requires_grad_(True)
         variables = [x]
         if hard is None:
-            y = _initial_label_logits(model, target, bs, kn.num_classes, g, loop).to(device).requires_grad_(True)
+            y = _initial_label_logits(label_guess, bs, kn.num_classes, g, loop).to(device).requires_grad_(True)
             variables.append(y)
+        ex = [e.detach().clone().to(device).requires_grad_(True) for e in extras]
+        variables += ex
         scale = 1.0
 
         # restarts add a strong-Wolfe line search: slower per step, but it cannot jump into saturation
@@ -72,11 +79,11 @@ def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_la
 
         opt = make_optimizer()
         if done == 0:  # frame 0: the starting point, shown before the first (slowest) step
-            yield Step(0, total, math.nan, x.detach(), fixed_labels if hard is not None else y.argmax(-1).tolist())
+            yield Step(0, total, math.nan, x.detach(), fixed_list if hard is not None else y.argmax(-1).tolist())
 
         def closure():
             label = hard if hard is not None else F.softmax(y, dim=-1)
-            loss = l2_distance(model_gradients(model, x, label, create_graph=True), target)
+            loss = objective(x, label, ex)
             # differentiate w.r.t. the estimates only (not the model weights): saves a third of the work
             scaled = loss * scale
             for v, grad in zip(variables, torch.autograd.grad(scaled, variables)):
@@ -120,7 +127,8 @@ def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_la
             if since_improved >= STALL_WINDOW and trial_best > STALL_RATIO * first:
                 reason = f"stalled at loss {trial_best:.3g}"
                 break
-            if loss < POLISH_BELOW * first and prev is not None and 0 <= prev - loss < POLISH_RATIO * loss:
+            stuck = prev is not None and prev == loss  # L-BFGS did not move at all: under its tolerances
+            if stuck or (loss < POLISH_BELOW * first and prev is not None and 0 <= prev - loss < POLISH_RATIO * loss):
                 # L-BFGS stops on absolute tolerances; re-scaling the loss lets it continue to converge.
                 scale = 1.0 / max(loss, 1e-30)
                 opt = make_optimizer()
@@ -138,12 +146,20 @@ def gradient_matching(obs: Observation, kn: Knowledge, p: dict, device, fixed_la
     yield Step(done, total, best_loss, best_x.clamp(0, 1), best_labels, final_note, final=True)
 
 
+def _l2_to_shared_gradient(obs: Observation, kn: Knowledge, device) -> Objective:
+    model = kn.model.to(device)
+    model.train()
+    target = [t.to(device) for t in obs.payload]
+    return lambda x, label, extras: l2_distance(model_gradients(model, x, label, create_graph=True), target)
+
+
 def dlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     """Deep Leakage from Gradients: image and soft label optimised jointly."""
-    yield from gradient_matching(obs, kn, p, device, fixed_labels=None)
+    guess = infer_labels(kn.model, obs.payload, kn.batch_size)  # the robust loop's starting label
+    yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), guess, fixed_labels=False)
 
 
 def idlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     """iDLG: the label from the last layer's gradient (exact at batch 1), then match the image only."""
     labels = infer_labels(kn.model, obs.payload, kn.batch_size)
-    yield from gradient_matching(obs, kn, p, device, fixed_labels=labels)
+    yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), labels, fixed_labels=True)

@@ -1,9 +1,10 @@
-"""Gradient-matching building blocks shared by DLG, iDLG and Inverting Gradients (and, later, AGIC/DLM)."""
+"""Gradient-matching building blocks shared by DLG, iDLG and Inverting Gradients and the attacks on FedAvg updates."""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.func import functional_call
 
 
 def soft_cross_entropy(logits: torch.Tensor, target_probs: torch.Tensor) -> torch.Tensor:
@@ -11,11 +12,21 @@ def soft_cross_entropy(logits: torch.Tensor, target_probs: torch.Tensor) -> torc
     return torch.mean(torch.sum(-target_probs * F.log_softmax(logits, dim=-1), dim=-1))
 
 
-def model_gradients(model: nn.Module, x: torch.Tensor, target: torch.Tensor, create_graph: bool) -> list[torch.Tensor]:
-    """∇_W loss(model(x), target); target is class indices (long) or probabilities (float)."""
-    logits = model(x)
+def model_gradients(model: nn.Module, x: torch.Tensor, target: torch.Tensor, create_graph: bool,
+                    weights: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """∇_W loss(model(x), target); target is class indices (long) or probabilities (float).
+
+    `weights` (tensors that require grad, in model.parameters() order) evaluate the model at other
+    weights than its own — FedAvg's attacks need the weights each observed round started from.
+    """
+    if weights is None:
+        weights = list(model.parameters())
+        logits = model(x)
+    else:
+        names = [n for n, _ in model.named_parameters()]
+        logits = functional_call(model, dict(zip(names, weights)), (x,))
     loss = F.cross_entropy(logits, target) if target.dtype == torch.long else soft_cross_entropy(logits, target)
-    return list(torch.autograd.grad(loss, [p for p in model.parameters()], create_graph=create_graph))
+    return list(torch.autograd.grad(loss, weights, create_graph=create_graph))
 
 
 def l2_distance(a: list[torch.Tensor], b: list[torch.Tensor]) -> torch.Tensor:

@@ -174,8 +174,10 @@ def sidebar() -> tuple:
     st.session_state["scenario"] = s2
     if s2["device"] == "cuda" and not cuda_available():
         return s2, "device: CUDA is not available on this machine; choose auto or cpu", uploads
-    if uploads and len(uploads) < s2["batch_size"]:
-        return s2, f"batch_size: is {s2['batch_size']} but {len(uploads)} image(s) are uploaded", uploads
+    need = catalog.private_images(s2)
+    if uploads and len(uploads) < need:
+        what = "batch_size" if s2["protocol"] == "fedsgd" else "rounds_per_epoch × local_steps × batch_size"
+        return s2, f"{what}: needs {need} image(s) but {len(uploads)} are uploaded", uploads
     return s2, None, uploads
 
 
@@ -234,11 +236,13 @@ def threat_card(s) -> None:
     with st.container(border=True):
         st.markdown("#### :material/policy: Threat model — what the attacker gets")
         c1, c2 = st.columns(2)
-        bs = s["batch_size"]
-        receives = f"**Receives:** the gradient of the training loss on one private batch of {bs} image(s)"
-        receives += "." if s["defense"] == "none" else f", after the client's defense *{defense.title}*."
-        c1.markdown(receives)
+        c1.markdown(f"**Receives:** {protocol.receives(s)}.")
         c1.markdown("**Does not receive:** the images or their labels. Scores are computed outside the attack.")
+        if s["protocol"] == "fedavg":
+            knows = "local_lr" in attack.needs
+            c1.markdown(f"**Learning rate η = {s['local_lr']:g}:** "
+                        + ("known to this attack (with the local steps and mini-batch size)." if knows else
+                           "**not** known to this attack."))
         c2.markdown("**Assumed to know:**\n" + "\n".join(f"- {k}" for k in attack.knowledge))
         knobs = [f"{p.name} = {s[p.name]}" for p in protocol.params if p.defends]
         st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
@@ -311,6 +315,9 @@ def live_panel() -> None:
     if len(started.originals) > 1:
         st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
                    "Hungarian algorithm before scoring.")
+    matching = fin.metrics.get("matching") if fin is not None else (latest.matching if latest is not None else None)
+    if matching:
+        _matching_panel(matching)
     if fin is not None:
         m = fin.metrics
         cols = st.columns(5)
@@ -331,10 +338,12 @@ def live_panel() -> None:
         st.caption(handle.artifacts["error"])
     elif handle.done and handle.artifacts:
         st.markdown("**Downloads**")
-        cols = st.columns(5)
-        for col, (name, mime) in zip(cols, [("grid.png", "image/png"), ("progress.gif", "image/gif"),
-                                            ("metrics.csv", "text/csv"), ("metrics.json", "application/json"),
-                                            ("scenario.json", "application/json")]):
+        files = [("grid.png", "image/png"), ("progress.gif", "image/gif"), ("metrics.csv", "text/csv"),
+                 ("metrics.json", "application/json"), ("scenario.json", "application/json")]
+        if "matching.png" in handle.artifacts:
+            files.append(("matching.png", "image/png"))
+        cols = st.columns(len(files))
+        for col, (name, mime) in zip(cols, files):
             col.download_button(name, handle.artifacts[name], file_name=name, mime=mime, key=f"dl_{name}",
                                 on_click="ignore")
     elif handle.done and fin is not None:
@@ -342,6 +351,19 @@ def live_panel() -> None:
     if handle.done and (handle.artifacts or status == "failed") and st.session_state.get("live"):
         st.session_state["live"] = False
         st.rerun()  # a full rerun redraws this panel without polling
+
+
+def _matching_panel(m: dict) -> None:
+    """AGIC over several epochs: which pre-reconstructions it paired, checked outside the attack."""
+    epochs = len(m["views"][0])
+    with st.container(border=True):
+        st.markdown(f"**Matching across epochs:** {sum(m['correct'])} of {len(m['correct'])} images paired "
+                    f"correctly ({m['rate']:.0%})")
+        rows = [[v[e] for v in m["views"]] for e in range(epochs)]
+        st.image(grid(rows, CELL // 2), caption="  ".join(("✓" if ok else "✗") for ok in m["correct"]), clamp=True)
+        st.caption(f"One column per private image; row e is the image AGIC pre-reconstructed from epoch e's "
+                   f"uploads and paired with it (2×2-pooled MSE, same inferred label). The ✓/✗ verdicts are "
+                   f"checked against the private images by the dashboard, never by the attack.")
 
 
 def chart_panel() -> None:
@@ -403,7 +425,7 @@ def main() -> None:
         c3.error(problem)
     elif scenario is not None:
         c3.caption(f"Scenario: preset **{scenario.preset}**, {scenario['attack']} on {scenario['model']}, "
-                   f"batch {scenario['batch_size']}, {scenario['image_size']}×{scenario['image_size']} px, "
+                   f"{catalog.private_images(scenario)} private image(s), {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
     live = st.session_state.get("live", False)
     st.fragment(run_every=POLL_SECONDS if live else None)(live_panel)()

@@ -85,17 +85,17 @@ class RunHandle:
 
 
 def build_artifacts(scenario: Scenario, started: Started, fin: Finished, keyframes) -> dict:
-    import json
-
-    from ..artifacts import gif_bytes, grid, metrics_csv, png_bytes
-    metrics = {**fin.metrics, "seconds": fin.seconds, "iterations": fin.iterations}
-    return {
+    from ..artifacts import gif_bytes, grid, matching_png, metrics_csv, metrics_json, png_bytes
+    out = {
         "grid.png": png_bytes(grid([list(started.originals), list(fin.images)])),
         "progress.gif": gif_bytes(started.originals, keyframes),
         "metrics.csv": metrics_csv(fin.history).encode(),
-        "metrics.json": json.dumps(metrics, indent=2).encode(),
+        "metrics.json": metrics_json(fin),
         "scenario.json": scenario.to_json().encode(),
     }
+    if fin.metrics.get("matching"):
+        out["matching.png"] = matching_png(fin.metrics["matching"])
+    return out
 
 
 def _worker_main(jobs, results, stop_flag) -> None:

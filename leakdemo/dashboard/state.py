@@ -37,8 +37,15 @@ def to_query(s: Scenario) -> dict[str, str]:
 
 
 def switch(current: Scenario, name: str, value) -> Scenario:
-    """A protocol/attack/defense change: the new component starts from its own defaults."""
-    return resolve(dict(current.params), {name: value}, preset=current.preset)
+    """A protocol/attack/defense change: the new component starts from its own defaults. A new protocol
+    keeps the attack and defense when they apply to it, and otherwise takes its first ones."""
+    change = {name: value}
+    if name == "protocol":
+        if current["attack"] not in catalog.attacks_for(value):
+            change["attack"] = catalog.attacks_for(value)[0]
+        if current["defense"] not in catalog.defenses_for(value):
+            change["defense"] = catalog.defenses_for(value)[0]
+    return resolve(dict(current.params), change, preset=current.preset)
 
 
 def visible_params(s: Scenario) -> dict[str, list]:

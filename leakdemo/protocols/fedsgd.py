@@ -34,6 +34,12 @@ def warm_up(model, p: dict, exclude: list[str], device) -> None:
         opt.step()
 
 
+def describe(p: dict) -> str:
+    """What the server receives, in one sentence (threat card, CLI)."""
+    text = f"the gradient of the training loss on one private batch of {p['batch_size']} image(s)"
+    return text + ("" if p["defense"] == "none" else f", after the client's defense '{p['defense']}'")
+
+
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
     batch = load_batch(p, uploads)
     model = make_model(p).to(device)
@@ -46,13 +52,7 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
     sent = apply_defense(p["defense"], list(grads), p, g)
 
     bs = len(y)
-    defense = p["defense"]
-    obs = Observation(
-        kind="gradients", payload=sent,
-        description=(f"the gradient of the training loss on one private batch of {bs} image(s)"
-                     + ("" if defense == "none" else f", after the client's defense '{defense}'")),
-        context={"batch_size": bs},
-    )
+    obs = Observation(kind="gradients", payload=sent, description=describe(p), context={"batch_size": bs})
     facts = [
         f"the model architecture ({MODEL_HELP[p['model']]}) and its current weights — the server sent them",
         f"the batch size ({bs}) and the image size ({p['image_size']}×{p['image_size']}, 3 channels)",

@@ -1,0 +1,177 @@
+"""AGIC (Xu et al., Approximate Gradient Inversion Attack on Federated Learning, SRDS 2022).
+
+* One-batch approximation: T local steps on mini-batches X₁..X_T with learning rate μ are treated as
+  one step on their union, so ∇W ≈ (W − W')/μ. The union is reconstructed with gradient inversion —
+  one forward/backward per iteration however many local steps there were (no simulation).
+* Layer-weighted cosine: 1 − Σαᵢ⟨g'ᵢ,gᵢ⟩ / (√Σαᵢ‖g'ᵢ‖² √Σαᵢ‖gᵢ‖²) + ζ·TV, with αᵢ = lᵢ·zᵢ for conv
+  layer i: lᵢ = 1 + (β−1)(i−1)/(N_conv−1) grows with depth, zᵢ = 1/(1−pᵢ) undoes the zeros ReLU puts
+  in the received gradient (pᵢ = their share); fully connected layers get the mean of the lᵢ.
+* Several epochs: pre-reconstruct every round, pair the images of consecutive epochs greedily by MSE
+  after 2×2 average pooling (only images with the same inferred label), then reconstruct jointly:
+  Σₖ γₖ(1 − cosₖ), γ = 1 for the first epoch and `epoch_weight` after.
+The optimiser is Inverting Gradients' (Adam on signed gradients, lr 0.1, [0, 1] box).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..threat import Knowledge, Observation, Step
+from .gradients import cosine_distance, model_gradients, total_variation
+from .invgrad import signed_adam
+from .rounds import Round, first_epoch, prepare_rounds
+
+
+def layer_weights(model: nn.Module, gradients: list[torch.Tensor], beta: float, relu_modifier: bool) -> list[float]:
+    """AGIC's α for every parameter tensor (in model.parameters() order), from the received gradient.
+
+    Conv layers in order get lᵢ (times zᵢ on ReLU networks); linear layers the mean of the lᵢ; other
+    parameters (BatchNorm) the weight of the conv layer they follow.
+    """
+    index = {id(w): i for i, w in enumerate(model.parameters())}
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    n = len(convs)
+    line = [1 + (beta - 1) * i / (n - 1) if n > 1 else 1.0 for i in range(n)]
+    fc = sum(line) / n if n else 1.0
+    relu = relu_modifier and getattr(model, "activation", "") == "relu"
+    alpha = [fc] * len(gradients)
+    current = None
+    for m in model.modules():
+        own = list(m.parameters(recurse=False))
+        if isinstance(m, nn.Conv2d):
+            i = convs.index(m)
+            z = 1.0
+            if relu:
+                zeros = float((gradients[index[id(m.weight)]] == 0).float().mean())
+                z = 1.0 / (1.0 - zeros) if zeros < 1 else 1.0
+            current = line[i] * z
+            for w in own:
+                alpha[index[id(w)]] = current
+        elif not isinstance(m, nn.Linear) and current is not None:
+            for w in own:
+                alpha[index[id(w)]] = current
+    return alpha
+
+
+def pooled_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """MSE between every image of a and every image of b after 2×2 average pooling (noise-robust)."""
+    pa, pb = F.avg_pool2d(a, 2, 2).flatten(1), F.avg_pool2d(b, 2, 2).flatten(1)
+    return torch.cdist(pa, pb) ** 2 / pa.shape[1]
+
+
+def greedy_match(cost: torch.Tensor, allowed: torch.Tensor) -> list[int]:
+    """One-to-one pairing, most similar pairs first; pairs with different labels only once no
+    same-label pair is left. Returns partner[i] = the column paired with row i."""
+    n = cost.shape[0]
+    partner, taken = [-1] * n, set()
+    for pass_allowed in (allowed, torch.ones_like(allowed)):
+        masked = torch.where(pass_allowed, cost, torch.full_like(cost, float("inf")))
+        for flat in torch.argsort(masked.flatten()).tolist():
+            i, j = divmod(flat, n)
+            if partner[i] >= 0 or j in taken or not torch.isfinite(masked[i, j]):
+                continue
+            partner[i] = j
+            taken.add(j)
+    return partner
+
+
+class _Problem:
+    """The rounds and how each round's images map onto the slots (the private images)."""
+
+    def __init__(self, model, rounds: list[Round], per: int, mu: float, p: dict):
+        self.model, self.rounds, self.per = model, rounds, per
+        self.targets = [[d / mu for d in r.delta] for r in rounds]  # ∇W ≈ (W − W')/μ
+        self.alphas = [layer_weights(model, t, p["beta"], p["relu_modifier"]) for t in self.targets]
+        self.tv = p["tv_weight"]
+
+    def loss(self, x: torch.Tensor, labels: torch.Tensor, members: list[torch.Tensor], gammas: list[float],
+             which: list[int]) -> torch.Tensor:
+        total = 0.0
+        for k in which:
+            r = self.rounds[k]
+            grads = model_gradients(self.model, x[members[k]], labels[members[k]], True, r.weights)
+            total = total + gammas[k] * cosine_distance(grads, self.targets[k], self.alphas[k])
+        return total + self.tv * total_variation(x)
+
+
+def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    model = kn.model.to(device)
+    model.train()
+    rounds = prepare_rounds(obs, kn, device)
+    per, epochs = kn.batch_size, max(r.epoch for r in rounds) + 1
+    first = first_epoch(rounds)
+    n = per * len(first)
+    prob = _Problem(model, rounds, per, kn.extras["local_lr"], p)
+    shape = (n, *kn.input_shape)
+    g = torch.Generator().manual_seed(p["seed"] * 1000 + 31)  # the same start as the simulation baseline
+    # members[k]: the slots round k's images fill. In each epoch, rounds fill the slots in turn.
+    by_epoch = [[r.index for r in rounds if r.epoch == e] for e in range(epochs)]
+    own_slots = {}
+    for e, ks in enumerate(by_epoch):
+        for pos, k in enumerate(ks):
+            own_slots[k] = torch.arange(pos * per, (pos + 1) * per, device=device)
+    own_labels = [torch.tensor([c for k in ks for c in rounds[k].labels], device=device) for ks in by_epoch]
+    gammas = [1.0 if r.epoch == 0 else p["epoch_weight"] for r in rounds]
+    pre = p["pre_iterations"] if epochs > 1 else 0
+    total = pre * epochs + p["iterations"]
+    done = 0
+
+    x = torch.rand(shape, generator=g).to(device).requires_grad_(True)
+    yield Step(0, total, float("nan"), x.detach(), own_labels[0].tolist())
+    matching = None
+    members = [own_slots[k] for k in range(len(rounds))]
+    labels = own_labels[0]
+    if epochs > 1:
+        pre_images = []
+        for e in range(epochs):  # 1. pre-reconstruct each epoch on its own
+            xe = x if e == 0 else torch.rand(shape, generator=g).to(device).requires_grad_(True)
+            note = f"pre-reconstructing epoch {e + 1} of {epochs} (its rounds alone)"
+            for loss in signed_adam(lambda v: prob.loss(v, own_labels[e], members, gammas, by_epoch[e]), xe, pre,
+                                    p["lr"]):
+                done += 1
+                yield Step(done, total, loss, xe.detach(), own_labels[e].tolist(), note)
+                note = None
+            pre_images.append(xe.detach().clone())
+        # 2. match every epoch's images to the slots, through the epoch before it
+        slot_of = [list(range(n))]  # slot_of[e][i]: the slot of epoch e's image i
+        for e in range(1, epochs):
+            same = own_labels[e - 1][:, None] == own_labels[e][None, :]
+            partner = greedy_match(pooled_distances(pre_images[e - 1], pre_images[e]),
+                                   same if p["match_labels"] else torch.ones_like(same))
+            row = [0] * n
+            for i, j in enumerate(partner):
+                row[j] = slot_of[e - 1][i]
+            slot_of.append(row)
+        for e, ks in enumerate(by_epoch):
+            for pos, k in enumerate(ks):
+                members[k] = torch.tensor(slot_of[e][pos * per:(pos + 1) * per], device=device)
+        matching = _matching_report(pre_images, slot_of, by_epoch, per)
+        with torch.no_grad():  # 3. joint reconstruction starts from the first epoch's images
+            x.copy_(pre_images[0])
+        yield Step(done, total, float("nan"), x.detach(), labels.tolist(),
+                   f"matched the images of {epochs} epochs; reconstructing jointly from all {len(rounds)} rounds",
+                   matching=matching)
+    def joint(v):
+        return prob.loss(v, labels, members, gammas, list(range(len(rounds))))
+
+    for loss in signed_adam(joint, x, p["iterations"], p["lr"]):
+        done += 1
+        yield Step(done, total, loss, x.detach(), labels.tolist())
+    yield Step(done, total, float(joint(x).detach()), x.detach(), labels.tolist(), final=True, matching=matching)
+
+
+def _matching_report(pre_images, slot_of, by_epoch, per) -> dict:
+    """For people (and the Runner's check): every slot's pre-reconstruction in each epoch, and which
+    round and position it came from."""
+    epochs, n = len(pre_images), len(slot_of[0])
+    views = torch.zeros((n, epochs, *pre_images[0].shape[1:]))
+    where = [[None] * epochs for _ in range(n)]
+    for e in range(epochs):
+        for i, s in enumerate(slot_of[e]):
+            views[s, e] = pre_images[e][i].cpu()
+            k = by_epoch[e][i // per]
+            where[s][e] = (k, i % per)
+    return {"views": views, "where": where}

@@ -1,0 +1,67 @@
+"""DLM and DLM+ (Zhao et al., Deep Leakage from Model in Federated Learning, 2022).
+
+The client does local SGD, W' = W − η∇W, and the attacker sees W and W' but not η. With ΔW = W − W':
+  * DLM  minimises Σ_layers ‖∇W(x̂, ŷ) − k·ΔW‖² over the dummy image, the soft label and a scale k
+    (ideally 1/η). Its trap: ∇W(x̂, ŷ) = 0 (ŷ = the model's own prediction) with k = 0 is also a
+    perfect fit, and k's start decides which of the two the optimiser finds.
+  * DLM+ divides both sides by their norms, ‖∇W/‖∇W‖ − ΔW/‖ΔW‖‖², so η drops out. With one global
+    norm this is 2 − 2·cos(∇W, ΔW); the authors' code divides by the mean of the per-layer norms.
+Both reuse DLG's L-BFGS loop (robust or original). Several rounds in the first epoch are fitted
+together, each with the weights it started from.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+
+from ..threat import Knowledge, Observation, Step
+from .dlg import gradient_matching
+from .gradients import l2_distance, model_gradients, total_variation
+from .rounds import first_epoch, prepare_rounds, slots_knowledge
+
+
+def normalised_distance(a: list[torch.Tensor], b: list[torch.Tensor], norm: str = "global") -> torch.Tensor:
+    """‖a/‖a‖ − b/‖b‖‖² with ‖·‖ the global L2 norm or the mean of the per-layer norms."""
+    if norm == "global":
+        na = torch.sqrt(sum((x * x).sum() for x in a))
+        nb = torch.sqrt(sum((y * y).sum() for y in b))
+    else:
+        na = sum(x.norm() for x in a) / len(a)
+        nb = sum(y.norm() for y in b) / len(b)
+    na, nb = na + 1e-12, nb + 1e-12
+    return sum(((x / na - y / nb) ** 2).sum() for x, y in zip(a, b))
+
+
+def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) -> Iterator[Step]:
+    model = kn.model.to(device)
+    model.train()
+    rounds = first_epoch(prepare_rounds(obs, kn, device))
+    per = kn.batch_size
+    guess = [c for r in rounds for c in r.labels]
+    tv = p.get("tv_weight", 0.0)
+
+    def objective(x, label, ex):
+        loss = 0.0
+        for i, r in enumerate(rounds):
+            part = slice(i * per, (i + 1) * per)
+            grads = model_gradients(model, x[part], label[part], create_graph=True, weights=r.weights)
+            loss = loss + distance(grads, r.delta, ex)
+        return loss + tv * total_variation(x) if tv else loss
+
+    yield from gradient_matching(slots_knowledge(kn, rounds), p, device, objective, guess, fixed_labels=False,
+                                 extras=extras)
+
+
+def dlm(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    """DLM: fit the gradient to k·ΔW, with k optimised too (its start is p['k_init'])."""
+    def distance(grads, delta, ex):
+        return l2_distance(grads, [ex[0] * d for d in delta])
+    yield from _fit(obs, kn, p, device, distance, extras=(torch.tensor(float(p["k_init"])),))
+
+
+def dlm_plus(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    """DLM+: match the normalised gradient to the normalised update; no learning rate anywhere."""
+    def distance(grads, delta, ex):
+        return normalised_distance(grads, delta, p["norm"])
+    yield from _fit(obs, kn, p, device, distance)
