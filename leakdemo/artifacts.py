@@ -57,17 +57,19 @@ def metrics_csv(history: dict) -> str:
 
 def metrics_json(finished) -> bytes:
     """The final metrics as JSON (AGIC's matching keeps its verdicts; its images go to matching.png)."""
-    m = dict(finished.metrics)
-    if m.get("matching"):
-        m["matching"] = {k: v for k, v in m["matching"].items() if k != "views"}
-    return json.dumps({**m, "seconds": finished.seconds, "iterations": finished.iterations}, indent=2).encode()
+    from .events import without_views
+    return json.dumps({**without_views(finished.metrics), "seconds": finished.seconds,
+                       "iterations": finished.iterations}, indent=2).encode()
 
 
-def matching_png(matching: dict, cell: int = 64) -> bytes:
+def matching_grid(matching: dict, cell: int = 64) -> np.ndarray:
     """One row per observed epoch, one column per private image: the pre-reconstructions AGIC paired."""
-    columns = len(matching["views"][0])
-    rows = [list(matching["views"][s][e] for s in range(len(matching["views"]))) for e in range(columns)]
-    return png_bytes(grid(rows, cell))
+    views = matching["views"]
+    return grid([[v[e] for v in views] for e in range(len(views[0]))], cell)
+
+
+def matching_png(matching: dict) -> bytes:
+    return png_bytes(matching_grid(matching))
 
 
 def write_all(out_dir: str, scenario_json: str, originals: np.ndarray, finished, keyframes) -> list[str]:

@@ -59,6 +59,9 @@ MODEL_PARAMS = (
 
 # ---------------------------------------------------------------- protocols
 
+_WARMUP = Param("warmup_steps", "int", 0, "SGD steps the model is trained on other images first (trained models "
+                "leak less)", low=0, high=2000, group="protocol", defends=True, label="Warm-up training steps")
+
 PROTOCOLS = {
     "fedsgd": Component(
         "protocol", "fedsgd", "FedSGD — shared gradients",
@@ -67,8 +70,7 @@ PROTOCOLS = {
         params=DATA_PARAMS + MODEL_PARAMS + (
             Param("batch_size", "int", 1, "images in the client's batch (larger batches leak less per image)",
                   low=1, high=64, group="protocol", defends=True),
-            Param("warmup_steps", "int", 0, "SGD steps the model is trained on other images first "
-                  "(trained models leak less)", low=0, high=2000, group="protocol", defends=True, label="Warm-up training steps"),
+            _WARMUP,
         ),
         payload="gradients", run=fedsgd.simulate, receives=fedsgd.describe, paper=FEDAVG_PAPER,
     ),
@@ -91,9 +93,7 @@ PROTOCOLS = {
                   "them all; the others attack the first)", low=1, high=4, group="protocol", paper=AGIC_PAPER),
             Param("shuffle", "bool", True, "reshuffle the local data between epochs (so later rounds mix "
                   "different images)", group="protocol"),
-            Param("warmup_steps", "int", 0, "SGD steps the model is trained on other images first "
-                  "(trained models leak less)", low=0, high=2000, group="protocol", defends=True,
-                  label="Warm-up training steps"),
+            _WARMUP,
         ),
         payload="weights", run=fedavg.simulate, receives=fedavg.describe, paper=FEDAVG_PAPER,
     ),
@@ -109,6 +109,16 @@ _LBFGS_PARAMS = (
     Param("loop", "choice", "robust", "robust = leakdemo's loop (mid-gray start, label from the gradient, "
           "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop"),
 )
+
+def _adam_lr(paper: str) -> Param:
+    return Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
+                 low=1e-4, high=1.0, log=True, paper=paper, label="Learning rate")
+
+
+def _tv_weight(default: float, paper: str, symbol: str = "", note: str = "") -> Param:
+    return Param("tv_weight", "float", default, f"weight of the total-variation prior{symbol}{note}", low=0.0,
+                 high=10.0, paper=paper, label=f"Total-variation weight{symbol}")
+
 
 _GRADIENT_KNOWLEDGE = (
     "the model architecture and the current weights (the server sent them)",
@@ -142,10 +152,8 @@ ATTACKS = {
         "gradients, images boxed to [0, 1]; works on ReLU networks and small batches.",
         params=(
             Param("iterations", "int", 2000, "Adam steps per start", low=1, high=24000),
-            Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
-                  low=1e-4, high=1.0, log=True, paper=IG_PAPER, label="Learning rate"),
-            Param("tv_weight", "float", 1e-2, "weight of the total-variation prior", low=0.0, high=10.0,
-                  paper=IG_PAPER, label="Total-variation weight"),
+            _adam_lr(IG_PAPER),
+            _tv_weight(1e-2, IG_PAPER),
             Param("restarts", "int", 0, "extra random starts; the one with the lowest objective is kept",
                   low=0, high=8, paper=IG_PAPER),
         ),
@@ -174,8 +182,7 @@ ATTACKS = {
             Param("norm", "choice", "global", "global = one L2 norm over all layers (= 2 − 2·cos); layer-mean = "
                   "the mean of per-layer norms, as in the authors' code", choices=("global", "layer-mean"),
                   paper=DLM_PAPER, label="Normalisation"),
-            Param("tv_weight", "float", 0.0, "weight of the total-variation prior (helps batches)", low=0.0,
-                  high=10.0, paper=DLM_PAPER, label="Total-variation weight"),
+            _tv_weight(0.0, DLM_PAPER, note=" (helps batches)"),
         ),
         paper=DLM_PAPER, protocols=("fedavg",),
         knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the normalisation removes it",),
@@ -189,10 +196,8 @@ ATTACKS = {
         "epochs and reconstructs them jointly.",
         params=(
             Param("iterations", "int", 1000, "Adam steps of the (joint) reconstruction", low=1, high=24000),
-            Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
-                  low=1e-4, high=1.0, log=True, paper=AGIC_PAPER, label="Learning rate"),
-            Param("tv_weight", "float", 1e-2, "weight of the total-variation prior ζ", low=0.0, high=10.0,
-                  paper=AGIC_PAPER, label="Total-variation weight ζ"),
+            _adam_lr(AGIC_PAPER),
+            _tv_weight(1e-2, AGIC_PAPER, " ζ"),
             Param("beta", "float", 50.0, "ratio β of the last conv layer's weight to the first's (50 untrained, "
                   "2 trained; 1 = equal weights)", low=1.0, high=200.0, paper=AGIC_PAPER, label="Layer-weight ratio β"),
             Param("relu_modifier", "bool", True, "multiply each conv layer's weight by 1/(1 − its share of zero "
@@ -215,10 +220,8 @@ ATTACKS = {
         "step, so it slows down as steps are added.",
         params=(
             Param("iterations", "int", 1000, "Adam steps", low=1, high=24000),
-            Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
-                  low=1e-4, high=1.0, log=True, paper=IG_PAPER, label="Learning rate"),
-            Param("tv_weight", "float", 1e-2, "weight of the total-variation prior", low=0.0, high=10.0,
-                  paper=IG_PAPER, label="Total-variation weight"),
+            _adam_lr(IG_PAPER),
+            _tv_weight(1e-2, IG_PAPER),
         ),
         paper=IG_PAPER, protocols=("fedavg",), needs=("local_lr", "local_steps", "minibatch_size", "momentum"),
         knowledge=_WEIGHT_KNOWLEDGE + ("the labels, inferred from the last layer's part of each update "

@@ -35,7 +35,7 @@ class Progress:
     note: str | None = None
     images: np.ndarray | None = None  # matched to the originals' order
     psnr_per_image: list[float] | None = None
-    matching: dict | None = None  # AGIC multi-epoch: {"rate", "correct": [bool], "views": [(E, H, W, 3)]}
+    matching: dict | None = None  # AGIC multi-epoch, once: {"rate", "correct": [bool], "views": [(E, H, W, 3)]}
     event: str = "progress"
 
 
@@ -56,13 +56,19 @@ class Failed:
     event: str = "failed"
 
 
+def without_views(metrics: dict) -> dict:
+    """Metrics ready for JSON: AGIC's matching keeps its verdicts and drops its images."""
+    if not metrics.get("matching"):
+        return metrics
+    return {**metrics, "matching": {k: v for k, v in metrics["matching"].items() if k != "views"}}
+
+
 def to_json(event) -> dict[str, Any]:
     """A JSON-ready dict without image arrays; Finished flattens its metrics to the top level."""
     d = {k: v for k, v in asdict(event).items() if not isinstance(v, np.ndarray)}
-    if d.get("matching"):  # keep the verdicts, drop the images
-        d["matching"] = {k: v for k, v in d["matching"].items() if k != "views"}
-    if isinstance(event, Finished) and d["metrics"].get("matching"):
-        d["metrics"] = {**d["metrics"], "matching": {k: v for k, v in d["metrics"]["matching"].items() if k != "views"}}
+    d = without_views(d)
+    if isinstance(event, Finished):
+        d["metrics"] = without_views(d["metrics"])
     if isinstance(event, Finished):
         d.pop("history", None)
         metrics = d.pop("metrics")

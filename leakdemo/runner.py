@@ -128,8 +128,9 @@ class Run:
                 break
             if step.final:
                 break
+            fresh = None  # the matching travels once, with the step that made it
             if step.matching is not None and matching is None:
-                matching = _matching(step.matching, truth)
+                matching = fresh = _matching(step.matching, truth)
             if not (step.note or now - last_eval >= EVAL_INTERVAL or step.iteration in (0, step.total) or last_eval < 0):
                 continue
             last_eval = now
@@ -143,7 +144,7 @@ class Run:
             self.keyframes.offer((step.iteration, images))
             yield Progress(step.iteration, step.total, round(now, 4), _finite(step.loss), round(sc["psnr"], 3),
                            round(sc["ssim"], 4), round(eta, 2), step.labels, step.note, images,
-                           [round(v, 2) for v in sc["psnr_per_image"]], matching)
+                           [round(v, 2) for v in sc["psnr_per_image"]], fresh)
         seconds = time.perf_counter() - t0
         if self._stop.is_set():
             status = "stopped"

@@ -81,8 +81,8 @@ def greedy_match(cost: torch.Tensor, allowed: torch.Tensor) -> list[int]:
 class _Problem:
     """The rounds and how each round's images map onto the slots (the private images)."""
 
-    def __init__(self, model, rounds: list[Round], per: int, mu: float, p: dict):
-        self.model, self.rounds, self.per = model, rounds, per
+    def __init__(self, model, rounds: list[Round], mu: float, p: dict):
+        self.model, self.rounds = model, rounds
         self.targets = [[d / mu for d in r.delta] for r in rounds]  # ∇W ≈ (W − W')/μ
         self.alphas = [layer_weights(model, t, p["beta"], p["relu_modifier"]) for t in self.targets]
         self.tv = p["tv_weight"]
@@ -102,9 +102,8 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     model.train()
     rounds = prepare_rounds(obs, kn, device)
     per, epochs = kn.batch_size, max(r.epoch for r in rounds) + 1
-    first = first_epoch(rounds)
-    n = per * len(first)
-    prob = _Problem(model, rounds, per, kn.extras["local_lr"], p)
+    n = per * len(first_epoch(rounds))
+    prob = _Problem(model, rounds, kn.extras["local_lr"], p)
     shape = (n, *kn.input_shape)
     g = torch.Generator().manual_seed(p["seed"] * 1000 + 31)  # the same start as the simulation baseline
     # members[k]: the slots round k's images fill. In each epoch, rounds fill the slots in turn.

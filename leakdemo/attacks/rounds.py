@@ -26,9 +26,9 @@ class Round:
 def prepare_rounds(obs: Observation, kn: Knowledge, device) -> list[Round]:
     rounds = []
     for i, u in enumerate(obs.payload):
-        delta = [d.to(device) for d in u.delta]
-        rounds.append(Round(i, u.epoch, [w.detach().to(device).requires_grad_(True) for w in u.before], delta,
-                            infer_labels(kn.model, [d.cpu() for d in delta], kn.batch_size)))
+        delta = u.delta  # on the CPU, where label inference runs
+        rounds.append(Round(i, u.epoch, [w.detach().to(device).requires_grad_(True) for w in u.before],
+                            [d.to(device) for d in delta], infer_labels(kn.model, delta, kn.batch_size)))
     return rounds
 
 

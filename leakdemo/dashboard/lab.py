@@ -12,10 +12,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog
-from ..artifacts import grid, upscale
+from ..artifacts import grid, matching_grid, upscale
 from ..data import available_samples, decode_upload, sample_image
 from ..device import cuda_available, describe_hardware
 from ..errors import LeakdemoError
+from ..protocols.fedavg import LOCAL_DATA
 from ..scenario import from_dict, presets
 from . import state
 from .pool import RunPool
@@ -176,7 +177,7 @@ def sidebar() -> tuple:
         return s2, "device: CUDA is not available on this machine; choose auto or cpu", uploads
     need = catalog.private_images(s2)
     if uploads and len(uploads) < need:
-        what = "batch_size" if s2["protocol"] == "fedsgd" else "rounds_per_epoch × local_steps × batch_size"
+        what = "batch_size" if s2["protocol"] == "fedsgd" else LOCAL_DATA
         return s2, f"{what}: needs {need} image(s) but {len(uploads)} are uploaded", uploads
     return s2, None, uploads
 
@@ -281,6 +282,7 @@ def live_panel() -> None:
     with handle.lock:
         status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
         notes = list(handle.notes[-3:])
+        matching = handle.matching
     if status == "queued":
         ahead = pool.position(handle)
         st.progress(0.0, text=f"Waiting for a free worker — {ahead} run(s) ahead in the queue "
@@ -315,7 +317,6 @@ def live_panel() -> None:
     if len(started.originals) > 1:
         st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
                    "Hungarian algorithm before scoring.")
-    matching = fin.metrics.get("matching") if fin is not None else (latest.matching if latest is not None else None)
     if matching:
         _matching_panel(matching)
     if fin is not None:
@@ -355,12 +356,10 @@ def live_panel() -> None:
 
 def _matching_panel(m: dict) -> None:
     """AGIC over several epochs: which pre-reconstructions it paired, checked outside the attack."""
-    epochs = len(m["views"][0])
     with st.container(border=True):
         st.markdown(f"**Matching across epochs:** {sum(m['correct'])} of {len(m['correct'])} images paired "
                     f"correctly ({m['rate']:.0%})")
-        rows = [[v[e] for v in m["views"]] for e in range(epochs)]
-        st.image(grid(rows, CELL // 2), caption="  ".join(("✓" if ok else "✗") for ok in m["correct"]), clamp=True)
+        st.image(matching_grid(m, CELL // 2), caption="  ".join(("✓" if ok else "✗") for ok in m["correct"]), clamp=True)
         st.caption(f"One column per private image; row e is the image AGIC pre-reconstructed from epoch e's "
                    f"uploads and paired with it (2×2-pooled MSE, same inferred label). The ✓/✗ verdicts are "
                    f"checked against the private images by the dashboard, never by the attack.")

@@ -34,6 +34,7 @@ class RunHandle:
     finished: Finished | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    matching: dict | None = None  # AGIC's cross-epoch pairing, from the one event that carries it
     last_poll: float = field(default_factory=time.time)
     artifacts: dict = field(default_factory=dict)  # built in the worker, on finish
     curves: dict = field(default_factory=lambda: {k: Thinned(400) for k in ("iteration", "psnr", "ssim", "loss")})
@@ -73,6 +74,8 @@ class RunHandle:
                     self.curves[k].offer(getattr(ev, k), force=bool(ev.note))
                 if ev.note:
                     self.notes.append(ev.note)
+                if ev.matching is not None:
+                    self.matching = ev.matching
             elif isinstance(ev, Finished):
                 self.finished, self.status = ev, ev.status  # show the result now; downloads follow
             elif isinstance(ev, Failed):
