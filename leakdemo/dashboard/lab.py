@@ -360,9 +360,10 @@ def _matching_panel(m: dict) -> None:
         st.markdown(f"**Matching across epochs:** {sum(m['correct'])} of {len(m['correct'])} images paired "
                     f"correctly ({m['rate']:.0%})")
         st.image(matching_grid(m, CELL // 2), caption="  ".join(("✓" if ok else "✗") for ok in m["correct"]), clamp=True)
-        st.caption(f"One column per private image; row e is the image AGIC pre-reconstructed from epoch e's "
-                   f"uploads and paired with it (2×2-pooled MSE, same inferred label). The ✓/✗ verdicts are "
-                   f"checked against the private images by the dashboard, never by the attack.")
+        st.caption("One column per private image: the top row is what AGIC pre-reconstructed from the first "
+                   "epoch's uploads, each row below what it paired with it from the next epoch (2×2-pooled MSE, "
+                   "same inferred label). The ✓/✗ under each column is checked against the private images by "
+                   "the dashboard, never by the attack.")
 
 
 def chart_panel() -> None:
