@@ -32,15 +32,65 @@ def grid(rows: list[np.ndarray], cell: int = GRID_CELL) -> np.ndarray:
     return (np.clip(out, 0, 1) * 255).round().astype(np.uint8)
 
 
+MOSAIC_FROM = 17  # from this many images on, originals and reconstructions are drawn as two mosaics
+MOSAIC_WIDTH = 900  # target pixels per mosaic (each image is enlarged by a whole factor)
+PSNR_COLORS = ((30.0, (0.17, 0.63, 0.17)), (20.0, (0.93, 0.60, 0.05)), (-1e9, (0.84, 0.15, 0.16)))
+
+
+def psnr_color(value: float) -> tuple[float, float, float]:
+    """Green from 30 dB (recovered), amber from 20 dB (recognisable), red below."""
+    return next(c for bound, c in PSNR_COLORS if value >= bound)
+
+
+def mosaic(images: np.ndarray, cols: int, cell: int, frames: list | None = None, border: int = 3) -> np.ndarray:
+    """Images in rows of `cols`, each enlarged to about `cell` px, optionally framed in a colour each."""
+    n, h = len(images), images[0].shape[0]
+    k = max(1, cell // h)
+    side = h * k + 2 * border
+    rows = -(-n // cols)
+    out = np.ones((rows * (side + GAP) + GAP, cols * (side + GAP) + GAP, 3), dtype=np.float32)
+    for i, im in enumerate(images):
+        y, x = GAP + (i // cols) * (side + GAP), GAP + (i % cols) * (side + GAP)
+        if frames is not None:
+            out[y:y + side, x:x + side] = frames[i]
+        out[y + border:y + side - border, x + border:x + side - border] = upscale(im, h * k)
+    return (np.clip(out, 0, 1) * 255).round().astype(np.uint8)
+
+
+def mosaic_layout(n: int, size: int, width: int = MOSAIC_WIDTH) -> tuple[int, int]:
+    """(columns, cell px) so that n images of `size` px fill about `width` px per mosaic."""
+    cols = max(1, int(np.ceil(np.sqrt(n))))
+    return cols, max(size, width // cols)
+
+
+def pair_grid(originals: np.ndarray, recon: np.ndarray, cell: int = GRID_CELL, psnr: list | None = None,
+              width: int = MOSAIC_WIDTH) -> np.ndarray:
+    """Originals beside reconstructions: two rows for a few images, two mosaics side by side for many."""
+    if len(originals) < MOSAIC_FROM:
+        return grid([list(originals), list(recon)], cell)
+    cols, cell = mosaic_layout(len(originals), originals.shape[1], width)
+    frames = None if psnr is None else [psnr_color(v) for v in psnr]
+    left = mosaic(originals, cols, cell, [(1, 1, 1)] * len(originals) if frames else None)
+    right = mosaic(recon, cols, cell, frames)
+    gap = np.full((left.shape[0], 6 * GAP, 3), 255, dtype=np.uint8)
+    return np.concatenate([left, gap, right], axis=1)
+
+
+def shown_originals(originals: np.ndarray, metrics: dict) -> np.ndarray:
+    """The private images a result stands for: all of them, or the one batch an attack saw (VFL DLG)."""
+    ids = metrics.get("sample_ids")
+    return originals if ids is None else originals[np.asarray(ids)]
+
+
 def png_bytes(image: np.ndarray) -> bytes:
     import imageio.v3 as iio
     return iio.imwrite("<bytes>", image, extension=".png")
 
 
 def gif_bytes(originals: np.ndarray, keyframes: list[tuple[int, np.ndarray]], cell: int = 96) -> bytes:
-    """originals on top, the reconstruction at each kept keyframe below; the last frame lingers."""
+    """originals on top (or left), the reconstruction at each kept keyframe below; the last frame lingers."""
     import imageio.v3 as iio
-    frames = [grid([list(originals), list(images)], cell) for _, images in keyframes]
+    frames = [pair_grid(originals, images, cell, width=480) for _, images in keyframes]
     durations = [120] * (len(frames) - 1) + [2000]
     return iio.imwrite("<bytes>", np.stack(frames), extension=".gif", duration=durations, loop=0)
 
@@ -74,8 +124,9 @@ def matching_png(matching: dict) -> bytes:
 
 def write_all(out_dir: str, scenario_json: str, originals: np.ndarray, finished, keyframes) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
+    originals = shown_originals(originals, finished.metrics)
     files = {
-        "grid.png": png_bytes(grid([list(originals), list(finished.images)])),
+        "grid.png": png_bytes(pair_grid(originals, finished.images, psnr=finished.metrics["psnr_per_image"])),
         "progress.gif": gif_bytes(originals, keyframes),
         "metrics.json": metrics_json(finished),
         "history.csv": metrics_csv(finished.history).encode(),

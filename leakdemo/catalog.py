@@ -6,21 +6,26 @@ a component may give a shared parameter its own default.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .attacks.dlg import dlg, idlg
 from .attacks.agic import agic
+from .attacks.cafe import cafe
 from .attacks.dlm import dlm, dlm_plus
 from .attacks.invgrad import invgrad
 from .attacks.simulation import invgrad_fedavg
+from .errors import ParamError
 from .data import SOURCE_HELP, SOURCES, TORCHVISION_SETS
 from .models import MODEL_HELP, MODELS
 from .params import Component, Param
-from .protocols import fedavg, fedsgd
+from .protocols import fedavg, fedsgd, vfl
 
 DLG_PAPER = "Zhu, Liu, Han. Deep Leakage from Gradients. NeurIPS 2019"
 IDLG_PAPER = "Zhao, Mopuri, Bilen. iDLG: Improved Deep Leakage from Gradients. 2020"
 IG_PAPER = "Geiping, Bauermeister, Dröge, Moeller. Inverting Gradients. NeurIPS 2020"
 DLM_PAPER = "Zhao, Sun, Gao, Wang, Wang, Wang. Deep Leakage from Model in Federated Learning. 2022"
 AGIC_PAPER = "Xu, Hong, Huang, Chen, Decouchant. AGIC: Approximate Gradient Inversion Attack on Federated Learning. SRDS 2022"
+CAFE_PAPER = "Jin, Chen, Hsu, Yu, Chen, Wang, Liu. CAFE: Catastrophic Data Leakage in Vertical Federated Learning. NeurIPS 2021"
 FEDAVG_PAPER = "McMahan et al. Communication-Efficient Learning of Deep Networks from Decentralized Data. 2017"
 
 # ---------------------------------------------------------------- parameters used by everything
@@ -95,7 +100,34 @@ PROTOCOLS = {
                   "different images)", group="protocol"),
             _WARMUP,
         ),
-        payload="weights", run=fedavg.simulate, receives=fedavg.describe, paper=FEDAVG_PAPER,
+        payload="weights", run=fedavg.simulate, receives=fedavg.describe, paper=FEDAVG_PAPER, check=fedavg.check,
+    ),
+    "vfl": Component(
+        "protocol", "vfl", "Vertical FL — parties hold slices of every sample",
+        "Each worker holds one tile of every image and a bottom model on it; the server runs the top model, "
+        "chooses which sample indices form each batch and receives the workers' gradients. Many believe "
+        "large batches keep the samples safe.",
+        params=tuple(replace(p, default="digits") if p.name == "data" else
+                     replace(p, default=16, low=4) if p.name == "image_size" else p for p in DATA_PARAMS) + (
+            Param("n_samples", "int", 200, "private training samples N (every one is a reconstruction target)",
+                  low=2, high=2000, group="protocol", label="Training samples N"),
+            Param("worker_model", "choice", "slim", "each worker's bottom model: " + "; ".join(
+                f"{k} = {v}" for k, v in vfl.WORKER_MODEL_HELP.items()), choices=vfl.WORKER_MODELS, group="model",
+                paper=CAFE_PAPER, label="Worker model"),
+            Param("model_width", "int", 32, "conv channels of the slim worker model (more channels: a first-FC "
+                  "input that pins the image down better)", low=1, high=256, group="model", label="Conv channels"),
+            Param("fc_width", "int", 64, "outputs of each worker's first FC layer (d₂)", low=2, high=1024,
+                  group="model", label="First FC width d₂"),
+            replace(next(p for p in MODEL_PARAMS if p.name == "num_classes"), default=10),
+            Param("workers", "int", 4, "parties holding the features: the image is cut into a grid of this many "
+                  "tiles (4 → quadrants, 2 → halves)", low=1, high=16, group="protocol", paper=CAFE_PAPER),
+            Param("batch_size", "int", 40, "samples per VFL iteration, chosen by the server (larger batches do "
+                  "not protect against CAFE)", low=1, high=2000, group="protocol", defends=True),
+            Param("train_lr", "float", 0.0, "Adam learning rate of the federation while it is attacked (0 = the "
+                  "model stays fixed, the strongest attack; larger steps blur the equations)", low=0.0, high=0.1,
+                  group="protocol", defends=True, paper=CAFE_PAPER, label="Training learning rate"),
+        ),
+        payload="gradients", run=vfl.simulate, receives=vfl.describe, paper=CAFE_PAPER, check=vfl.check,
     ),
 }
 
@@ -109,6 +141,12 @@ _LBFGS_PARAMS = (
     Param("loop", "choice", "robust", "robust = leakdemo's loop (mid-gray start, label from the gradient, "
           "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop"),
 )
+
+def cafe_check(p) -> None:
+    if p["cafe_loop"] == "nested" and 2 * p["phase_iterations"] >= p["iterations"]:
+        raise ParamError("phase_iterations", f"the nested loop needs 2 × phase_iterations < iterations "
+                         f"({p['iterations']}) so Step III gets a turn; got {p['phase_iterations']}")
+
 
 def _adam_lr(paper: str) -> Param:
     return Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
@@ -136,7 +174,7 @@ ATTACKS = {
     "dlg": Component(
         "attack", "dlg", "DLG — Deep Leakage from Gradients",
         "Optimises a dummy image and a soft label until their gradient matches the shared one (L2, L-BFGS).",
-        params=_LBFGS_PARAMS, paper=DLG_PAPER, protocols=("fedsgd",), knowledge=_GRADIENT_KNOWLEDGE,
+        params=_LBFGS_PARAMS, paper=DLG_PAPER, protocols=("fedsgd", "vfl"), knowledge=_GRADIENT_KNOWLEDGE,
         run=dlg,
     ),
     "idlg": Component(
@@ -228,6 +266,45 @@ ATTACKS = {
                                        "(dealt to the local steps in sorted order)",),
         run=invgrad_fedavg,
     ),
+    "cafe": Component(
+        "attack", "cafe", "CAFE — catastrophic data leakage in vertical FL",
+        "Uses the batch indices the server chooses to untangle the aggregated gradients sample by sample: "
+        "Step I recovers each sample's gradient at the first FC layer, Step II that layer's input, Step III "
+        "the images (internal-representation match + truncated TV, optionally gradient matching). Every "
+        "sample of the training set comes back, however large the batch.",
+        params=(
+            Param("iterations", "int", 2000, "VFL iterations attacked (one batch each)", low=1, high=100000),
+            Param("cafe_loop", "choice", "single", "single = one update of Steps I, II and III per iteration "
+                  "(Algorithm 4, faster); nested = Step I alone, then Step II, then Step III (Algorithm 3)",
+                  choices=("single", "nested"), paper=CAFE_PAPER, label="Loop"),
+            Param("phase_iterations", "int", 300, "nested loop: iterations of Step I alone, then of Step II alone",
+                  low=1, high=50000, paper=CAFE_PAPER),
+            Param("solver", "choice", "least-squares", "Steps I–II: least-squares = solve exactly over all "
+                  "equations received so far (fast); sgd = the paper's gradient steps", choices=("least-squares", "sgd"),
+                  label="Step I–II solver"),
+            Param("lr_step1", "float", 1.0, "Step I step size (sgd: 1 = project onto the batch's sums)", low=0.0,
+                  high=2.0, paper=CAFE_PAPER, label="Step I step size"),
+            Param("lr_step2", "float", 1.0, "Step II step size (least-squares: 1 = project onto the batch's "
+                  "equations; sgd: relative to the batch's curvature)", low=0.0, high=2.0, paper=CAFE_PAPER,
+                  label="Step II step size"),
+            Param("lr", "float", 1.0, "Step III Adam learning rate (each sample's pixels move only when its batch "
+                  "comes round; images are boxed to [0, 1])", low=1e-4, high=2.0, log=True, paper=CAFE_PAPER, label="Step III learning rate"),
+            Param("internal_weight", "float", 1.0, "γ: weight of the internal-representation term Σ‖ĥ − h(x̂)‖² "
+                  "(0 = the paper's ablation, which collapses)", low=0.0, high=100.0, paper=CAFE_PAPER,
+                  label="Internal-representation weight γ"),
+            Param("gradient_weight", "float", 0.0, "α: weight of gradient matching, relative (‖∇ − ∇̂‖²/‖∇‖²); "
+                  "costs a second backward pass", low=0.0, high=100.0, paper=CAFE_PAPER, label="Gradient-matching weight α"),
+            _tv_weight(1e-3, CAFE_PAPER, " β", " (counted only above ξ)"),
+            Param("tv_threshold", "float", 0.05, "ξ: an image's TV (mean absolute neighbour difference) below "
+                  "this is not penalised, so edges are not blurred", low=0.0, high=2.0, paper=CAFE_PAPER,
+                  label="TV threshold ξ"),
+        ),
+        paper=CAFE_PAPER, protocols=("vfl",),
+        knowledge=("the whole model and its weights (it runs the top model; the workers' gradients update theirs)",
+                   "the workers' gradients for every batch (after any defense)",
+                   "which sample indices each batch holds — it chooses them (data index alignment)"),
+        run=cafe, check=cafe_check,
+    ),
 }
 
 # ---------------------------------------------------------------- defenses
@@ -237,26 +314,37 @@ _DP_CLIP = Param("dp_clip", "float", 0.0, "clip the payload's L2 norm to this be
 
 DEFENSES = {
     "none": Component("defense", "none", "No defense", "The client sends its payload as computed.",
-                      protocols=("fedsgd", "fedavg"), payload="any"),
+                      protocols=("fedsgd", "fedavg", "vfl"), payload="any"),
     "dp-gaussian": Component(
         "defense", "dp-gaussian", "Gaussian noise (DP-style)",
         "Clip the payload's norm (the gradient, or the uploaded weights), then add Gaussian noise to every entry.",
         params=(Param("dp_sigma", "float", 0.01, "standard deviation of the Gaussian noise", low=0.0, high=10.0,
                       log=True, group="defense", label="Noise σ"), _DP_CLIP),
-        protocols=("fedsgd", "fedavg"), payload="any", paper="Abadi et al. Deep Learning with Differential Privacy. 2016"),
+        protocols=("fedsgd", "fedavg", "vfl"), payload="any", paper="Abadi et al. Deep Learning with Differential Privacy. 2016"),
     "dp-laplace": Component(
         "defense", "dp-laplace", "Laplace noise (DP-style)",
         "Clip the payload's norm (the gradient, or the uploaded weights), then add Laplace noise to every entry.",
         params=(Param("dp_sigma", "float", 0.01, "scale b of the Laplace noise", low=0.0, high=10.0, log=True,
                       group="defense", label="Noise scale b"), _DP_CLIP),
-        protocols=("fedsgd", "fedavg"), payload="any", paper=DLG_PAPER),
+        protocols=("fedsgd", "fedavg", "vfl"), payload="any", paper=DLG_PAPER),
     "prune": Component(
         "defense", "prune", "Magnitude pruning",
         "Zero the smallest-magnitude entries of each layer of the payload — the gradient (FedSGD) or the "
         "uploaded weights (FedAvg) — before sending it (sparsification).",
         params=(Param("prune_ratio", "float", 0.5, "fraction of entries set to zero in each layer", low=0.0,
                       high=0.999, group="defense", label="Pruned fraction"),),
-        protocols=("fedsgd", "fedavg"), payload="any", paper=DLG_PAPER),
+        protocols=("fedsgd", "fedavg", "vfl"), payload="any", paper=DLG_PAPER),
+    "fake-gradients": Component(
+        "defense", "fake-gradients", "Fake gradients (CAFE's defense)",
+        "Each worker uploads a fake gradient that keeps the true one's signs and magnitude ranking but takes "
+        "its magnitudes from sorted Gaussian noise where they are larger (appendix Algorithm 5, magnitude "
+        "version): the attacker's equations no longer hold, while training still descends.",
+        params=(Param("fake_sigma", "float", 0.5, "σ of the fake magnitudes, in units of each layer's gradient "
+                      "RMS (smaller: more entries replaced)", low=1e-3, high=10.0, log=True, group="defense",
+                      paper=CAFE_PAPER, label="Fake σ"),
+                Param("fake_candidates", "int", 1000, "ν: sorted noise vectors to pick the nearest from",
+                      low=1, high=10000, group="defense", paper=CAFE_PAPER, label="Candidates ν")),
+        protocols=("vfl",), payload="any", paper=CAFE_PAPER),
 }
 
 CHOICE_PARAMS = (
@@ -280,7 +368,9 @@ def components(protocol: str, attack: str, defense: str) -> tuple[Component, Com
 
 def private_images(p) -> int:
     """How many private images a scenario's client holds (what the attack must rebuild)."""
-    return fedavg.local_images(p) if p["protocol"] == "fedavg" else p["batch_size"]
+    if p["protocol"] == "fedavg":
+        return fedavg.local_images(p)
+    return p["n_samples"] if p["protocol"] == "vfl" else p["batch_size"]
 
 
 def attacks_for(protocol: str) -> list[str]:

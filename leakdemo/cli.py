@@ -122,7 +122,26 @@ def _summary(ev: Finished) -> str:
     word = "Finished" if ev.status == "finished" else "Stopped"
     return (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {la}, "
             f"{ev.iterations} iterations in {ev.seconds:.1f} s"
-            + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}"))
+            + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
+            + "".join(f"\n  {line}" for line in _vfl_lines(m)))
+
+
+def _vfl_lines(m: dict) -> list[str]:
+    """Vertical FL extras: how well Steps I–II did, and what the defense costs training."""
+    lines = []
+    if "step1_error" in m:
+        lines.append(f"Step I error {m['step1_error']:.2g}, Step II error {m['step2_error']:.2g} "
+                     "(relative to the true per-sample gradients / first-FC inputs)")
+    if "sample_ids" in m:
+        lines.append(f"scored on the {len(m['sample_ids'])} samples of the one batch the attack saw")
+    u = m.get("utility")
+    if u:
+        def span(c):
+            return f"{c[0]:.3f} → {sum(c[-10:]) / len(c[-10:]):.3f}"
+        text = f"training loss over {u['steps']} SGD steps (lr {u['lr']:g}): {span(u['defended'])}"
+        text += f" with this defense, {span(u['clean'])} without" if "clean" in u else " (no defense)"
+        lines.append(text)
+    return lines
 
 
 def cmd_run(args) -> int:

@@ -269,6 +269,30 @@ def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
                  torch.tensor([i[1] for i in items], dtype=torch.long), [])
 
 
+def load_dataset(p: dict, n: int, uploads=None, count_name: str = "n_samples") -> Batch:
+    """A data set of n images (vertical FL): like load_batch, but the sample photos, of which there are
+    only a dozen, become deterministic crops of those photos (label = the photo they come from)."""
+    if uploads or p["data"] != "samples" or n <= len(available_samples()):
+        return load_batch(p, uploads, count=n, count_name=count_name)
+    wanted = [s.strip() for s in str(p.get("images", "")).split(",") if s.strip()]
+    names = available_samples()
+    for w in wanted:
+        if w not in names:
+            raise ParamError("images", f"unknown sample {w!r}; available: {', '.join(names)}")
+    photos = wanted or names
+    size, rng = p["image_size"], np.random.default_rng(p["seed"])
+    imgs, labels, titles = [], [], []
+    for i in range(n):
+        name = photos[i % len(photos)]
+        big = int(size * rng.uniform(1.5, 4.0))
+        full = sample_image(name, big)
+        y, x = rng.integers(0, big - size + 1, size=2)
+        imgs.append(full[:, y:y + size, x:x + size])
+        labels.append(names.index(name) % p["num_classes"])
+        titles.append(f"{name} crop {i // len(photos)}")
+    return Batch(torch.from_numpy(np.stack(imgs)), torch.tensor(labels, dtype=torch.long), titles)
+
+
 # ---------------------------------------------------------------- uploads
 
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024

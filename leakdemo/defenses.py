@@ -5,6 +5,8 @@ weight updates (FedAvg). Randomness comes from an explicit generator for reprodu
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 
 Payload = list[torch.Tensor]
@@ -49,6 +51,49 @@ def prune_smallest(payload: Payload, ratio: float) -> Payload:
     return out
 
 
+MAX_CANDIDATE_NUMBERS = 4_000_000  # per layer shape: ν is lowered for big layers (memory, time); the
+# candidates are sorted draws of one distribution, so a few hundred are as good as a thousand
+
+
+@lru_cache(maxsize=32)
+def _sorted_candidates(numel: int, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fake-gradient candidates: `count` vectors of |N(0, 1)| entries, each sorted in descending order,
+    and their squared norms. Drawn once per layer shape (Algorithm 5, lines 1-2) and reused."""
+    count = max(1, min(count, MAX_CANDIDATE_NUMBERS // max(numel, 1)))
+    g = torch.Generator().manual_seed(seed)
+    psi = torch.randn((count, numel), generator=g).abs().sort(dim=1, descending=True).values
+    return psi, psi.pow(2).sum(1)
+
+
+def fake_gradients(payload: Payload, sigma: float, candidates: int, g: torch.Generator) -> Payload:
+    """CAFE's fake gradients (appendix, Algorithm 5), magnitude version, layer by layer.
+
+    Rank the true entries by magnitude; among the candidate vectors of sorted |N(0, σ²)| magnitudes,
+    take the one nearest (L2) to the sorted true magnitudes; the entry of rank ℓ becomes
+    clamp(g, −ψ_ℓ, ψ_ℓ). Signs and the magnitude ranking survive; the magnitudes above the fake
+    profile do not. σ is in units of the layer's own gradient RMS, so one setting serves every layer.
+    The literal text clamps with signed ψ (negative for the lower half, which flips small entries to
+    large negative values) and never gives its resampling threshold τ: we use |ψ| and no resampling.
+    """
+    seed = int(g.initial_seed() % (2**31 - 1))  # the same candidates for the whole run
+    out = []
+    for t in payload:
+        flat = t.detach().flatten()
+        rms = flat.pow(2).mean().sqrt()
+        if flat.numel() == 0 or rms == 0:
+            out.append(t.clone())
+            continue
+        magnitude, order = flat.abs().sort(descending=True)
+        psi, norms = _sorted_candidates(flat.numel(), candidates, seed + flat.numel())
+        scale = float(sigma * rms)
+        # ‖sψ − m‖² = s²‖ψ‖² − 2s ψ·m + ‖m‖²: the nearest candidate without materialising differences
+        best = (scale * norms - 2 * (psi @ magnitude.cpu())).argmin()
+        bound = torch.empty_like(flat)
+        bound[order] = psi[best].to(flat.device) * scale
+        out.append(torch.maximum(torch.minimum(flat, bound), -bound).view_as(t))
+    return out
+
+
 def apply_defense(name: str, payload: Payload, params: dict, g: torch.Generator) -> Payload:
     """Apply defense `name` with its parameters (already validated by the catalog)."""
     payload = [t.detach() for t in payload]
@@ -58,6 +103,8 @@ def apply_defense(name: str, payload: Payload, params: dict, g: torch.Generator)
         return gaussian_noise(clip_by_global_norm(payload, params["dp_clip"]), params["dp_sigma"], g)
     if name == "dp-laplace":
         return laplace_noise(clip_by_global_norm(payload, params["dp_clip"]), params["dp_sigma"], g)
+    if name == "fake-gradients":
+        return fake_gradients(payload, params["fake_sigma"], params["fake_candidates"], g)
     if name == "prune":
         return prune_smallest(payload, params["prune_ratio"])
     raise ValueError(f"defense: unknown defense {name!r}")

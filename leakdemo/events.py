@@ -36,6 +36,8 @@ class Progress:
     images: np.ndarray | None = None  # matched to the originals' order
     psnr_per_image: list[float] | None = None
     matching: dict | None = None  # AGIC multi-epoch, once: {"rate", "correct": [bool], "views": [(E, H, W, 3)]}
+    checks: dict | None = None  # CAFE: {"step1_error", "step2_error"}, relative to the truth (scored by the Runner)
+    sample_ids: list[int] | None = None  # which private samples `images` show (None: all of them, in order)
     event: str = "progress"
 
 

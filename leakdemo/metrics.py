@@ -109,9 +109,12 @@ def lpips(a: torch.Tensor, b: torch.Tensor) -> np.ndarray | None:
     return d.flatten().numpy()
 
 
-def score(recon: torch.Tensor, truth: torch.Tensor, with_lpips: bool = False) -> dict:
-    """Match, then score: mean PSNR/SSIM (and LPIPS), per-image PSNR and the matching order."""
-    order = match(recon, truth)
+def score(recon: torch.Tensor, truth: torch.Tensor, with_lpips: bool = False, aligned: bool = False) -> dict:
+    """Match, then score: mean PSNR/SSIM (and LPIPS), per-image PSNR and the matching order.
+
+    aligned: the attack knows which sample each reconstruction is (CAFE: the server chose the
+    indices), so reconstruction i is scored against original i, with no pairing in its favour."""
+    order = np.arange(len(truth)) if aligned else match(recon, truth)
     paired = to_unit(recon)[torch.as_tensor(order)]
     p = psnr(paired, truth)
     s = ssim(paired, truth)

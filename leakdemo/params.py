@@ -125,6 +125,8 @@ class Component:
     needs: tuple[str, ...] = ()  # attacks: the client settings they are given (Knowledge.extras keys)
     run: Any = field(default=None, repr=False, compare=False)
     receives: Any = field(default=None, repr=False, compare=False)  # protocols: params -> one sentence
+    check: Any = field(default=None, repr=False, compare=False)  # params -> None; raises ParamError when
+    # parameters conflict with each other (checked when a scenario is resolved: CLI and sidebar alike)
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

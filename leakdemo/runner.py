@@ -117,7 +117,10 @@ class Run:
                       round(time.perf_counter() - t_setup, 3))
         t0 = time.perf_counter()
         history = {k: Thinned(MAX_HISTORY) for k in ("iteration", "seconds", "loss", "psnr", "ssim")}
+        if truth.checks is not None:  # e.g. CAFE's Step I/II errors, scored here against the truth
+            history.update({k: Thinned(MAX_HISTORY) for k in ("step1_error", "step2_error")})
         last_eval, last, status = -1.0, first, "finished"
+        eval_cost = 0.0  # seconds one scoring takes: big data sets are scored less often, so the attack keeps the CPU
         matching = None
         chain = _prepend(first, steps)
         for step in chain:
@@ -131,25 +134,29 @@ class Run:
             fresh = None  # the matching travels once, with the step that made it
             if step.matching is not None and matching is None:
                 matching = fresh = _matching(step.matching, truth)
-            if not (step.note or now - last_eval >= EVAL_INTERVAL or step.iteration in (0, step.total) or last_eval < 0):
+            interval = max(EVAL_INTERVAL, 8 * eval_cost)  # scoring takes at most ~1/9 of the time
+            if not (step.note or now - last_eval >= interval or step.iteration in (0, step.total) or last_eval < 0):
                 continue
             last_eval = now
-            sc = metrics.score(step.images, truth_images)
+            t_eval = time.perf_counter()
+            sc = metrics.score(step.images, _truth_for(step, truth_images), aligned=step.aligned)
+            checks = truth.checks(step.internals) if (truth.checks and step.internals) else {}
+            eval_cost = time.perf_counter() - t_eval
             eta = (step.total - step.iteration) * now / max(step.iteration, 1)
             order = torch.as_tensor(sc["order"])
             images = to_hwc(step.images[order.to(step.images.device)])
             for k, v in (("iteration", step.iteration), ("seconds", now), ("loss", step.loss),
-                         ("psnr", sc["psnr"]), ("ssim", sc["ssim"])):
+                         ("psnr", sc["psnr"]), ("ssim", sc["ssim"]), *checks.items()):
                 history[k].offer(v, force=bool(step.note))
             self.keyframes.offer((step.iteration, images))
             yield Progress(step.iteration, step.total, round(now, 4), _finite(step.loss), round(sc["psnr"], 3),
                            round(sc["ssim"], 4), round(eta, 2), step.labels, step.note, images,
-                           [round(v, 2) for v in sc["psnr_per_image"]], fresh)
+                           [round(v, 2) for v in sc["psnr_per_image"]], fresh, checks or None, step.sample_ids)
         seconds = time.perf_counter() - t0
         if self._stop.is_set():
             status = "stopped"
         steps.close()
-        final = metrics.score(last.images, truth_images, with_lpips=lpips_ok)
+        final = metrics.score(last.images, _truth_for(last, truth_images), with_lpips=lpips_ok, aligned=last.aligned)
         order = torch.as_tensor(final["order"])
         images = to_hwc(last.images[order.to(last.images.device)])
         self.keyframes.offer((last.iteration, images), force=True)
@@ -162,6 +169,12 @@ class Run:
             "loss": _finite(last.loss), "lpips_note": None if lpips_ok else lpips_reason,
             "matched_order": final["order"], "status": status, "note": last.note if last.final else None,
         }
+        if last.sample_ids is not None:
+            result["sample_ids"] = list(last.sample_ids)
+        if truth.checks is not None and last.internals:
+            result.update({k: float(f"{v:.4g}") for k, v in truth.checks(last.internals).items()})
+        if truth.utility is not None:
+            result["utility"] = truth.utility()
         if matching is None and last.matching is not None:
             matching = _matching(last.matching, truth)
         if matching is not None:
@@ -178,6 +191,13 @@ def _matching(report: dict, truth) -> dict:
     views = report["views"]
     return {"rate": round(sum(ok) / len(ok), 4), "correct": ok,
             "views": [to_hwc(views[s]) for s in range(len(views))]}
+
+
+def _truth_for(step, truth_images: torch.Tensor) -> torch.Tensor:
+    """The private images a step's estimate stands for (an attack on one VFL batch covers only that batch)."""
+    if step.sample_ids is None:
+        return truth_images
+    return truth_images[torch.as_tensor(step.sample_ids, dtype=torch.long)]
 
 
 def _finite(x: float) -> float | None:

@@ -55,7 +55,8 @@ class Scenario:
 @lru_cache(maxsize=1)
 def presets() -> dict[str, Preset]:
     out = {}
-    for f in sorted(os.listdir(PRESET_DIR)):
+    # a family's base preset first: agic, agic-multiround, cafe, cafe-faces, ...
+    for f in sorted(os.listdir(PRESET_DIR), key=lambda f: f.removesuffix(".json").replace("-", "~")):
         if f.endswith(".json"):
             with open(os.path.join(PRESET_DIR, f), encoding="utf-8") as fh:
                 d = json.load(fh)
@@ -119,6 +120,9 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
         raw = overrides.get(name, kept_base.get(name, spec.default))
         values[name] = spec.coerce(raw)
     values["protocol"], values["attack"], values["defense"] = protocol, attack, defense
+    for comp in catalog.components(protocol, attack, defense):
+        if comp.check is not None:
+            comp.check(values)
     warnings = []
     bad = catalog.KNOWN_BAD.get((attack, values.get("model")))
     if bad:

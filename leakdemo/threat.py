@@ -6,7 +6,7 @@ which uses it for scoring alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -15,7 +15,8 @@ from torch import nn
 @dataclass
 class Observation:
     """The payload a client sent, after its defense, plus the context a real server has."""
-    kind: str  # "gradients" (FedSGD: a list of tensors), "weights" (FedAvg: a list of Update)
+    kind: str  # "gradients" (FedSGD: a list of tensors), "weights" (FedAvg: a list of Update),
+    # "vfl" (vertical FL: a session the server queries with the batch indices it chooses)
     payload: Any
     description: str  # one sentence for the threat-model card
     context: dict[str, Any] = field(default_factory=dict)
@@ -61,6 +62,10 @@ class GroundTruth:
     labels: torch.Tensor  # (B,)
     names: list[str]
     membership: list[list[int]] | None = None  # FedAvg: which private images each update used, in order
+    # Vertical FL: scores an attack's intermediate estimates (Step.internals) against the truth, e.g.
+    # CAFE's Step I/II errors, and measures what the defense costs training. Both run in the Runner only.
+    checks: Callable[[dict], dict[str, float]] | None = field(default=None, repr=False)
+    utility: Callable[[], dict] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -74,3 +79,6 @@ class Step:
     note: str | None = None  # something a person should see, e.g. "stalled: restarting with seed 2"
     final: bool = False  # the attack's chosen answer
     matching: dict | None = None  # AGIC multi-epoch: which pre-reconstructions it paired (see attacks/agic.py)
+    internals: dict | None = None  # intermediate estimates the Runner can check (CAFE: V and H per worker)
+    sample_ids: list[int] | None = None  # which private samples `images` stand for (default: all, in order)
+    aligned: bool = False  # True: images[i] is sample_ids[i] (the attacker knows which); False: any order

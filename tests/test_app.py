@@ -124,3 +124,19 @@ def test_fedavg_threat_card_says_who_knows_the_learning_rate():
     text = " ".join(m.value for m in at.markdown)
     assert "**not** known to this attack" in text
     assert widget(at, "Start of k (≈ 1/η)").value == 1.0
+
+
+def test_vertical_fl_offers_cafe_and_checks_the_tiles_in_the_sidebar():
+    at = lab(preset="dlg")
+    widget(at, "Protocol").set_value("vfl").run()
+    assert not at.exception, at.exception
+    assert widget(at, "Attack").value == "cafe"  # the protocol's own attack, with its own data and sizes
+    assert widget(at, "Source").value == "digits" and widget(at, "Batch size").value == 40
+    assert widget(at, "Internal-representation weight γ").value == 1.0
+    text = " ".join(m.value for m in at.markdown)
+    assert "sample indices it chooses itself" in text and "Batch indices" in text
+    widget(at, "Workers").set_value(3).run()  # a 1×3 grid of tiles cannot cut 16 px images
+    assert any(e.value.startswith("workers: 3 workers cut the image into a 1×3 grid") for e in at.error)
+    assert at.button[0].disabled
+    widget(at, "Defense").set_value("fake-gradients").run()
+    assert widget(at, "Fake σ").value == 0.5

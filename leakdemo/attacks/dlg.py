@@ -155,6 +155,9 @@ def _l2_to_shared_gradient(obs: Observation, kn: Knowledge, device) -> Objective
 
 def dlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     """Deep Leakage from Gradients: image and soft label optimised jointly."""
+    if obs.kind == "vfl":
+        yield from _dlg_on_one_batch(obs, kn, p, device)
+        return
     guess = infer_labels(kn.model, obs.payload, kn.batch_size)  # the robust loop's starting label
     yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), guess, fixed_labels=False)
 
@@ -163,3 +166,23 @@ def idlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     """iDLG: the label from the last layer's gradient (exact at batch 1), then match the image only."""
     labels = infer_labels(kn.model, obs.payload, kn.batch_size)
     yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), labels, fixed_labels=True)
+
+
+def _dlg_on_one_batch(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    """The baseline CAFE is compared with: DLG on one aggregated VFL batch gradient, the whole model.
+
+    The server asks for the batch it likes (the first `batch_size` indices of a seeded permutation) and
+    treats workers + top model as one network; DLG cannot tell the batch's samples apart, so its images
+    are scored against that batch in the best order (Hungarian), not against all N samples.
+    """
+    n, k = obs.context["n_samples"], obs.context["batch_size"]
+    ids = torch.randperm(n, generator=torch.Generator().manual_seed(p["seed"] * 1000 + 43))[:k].tolist()
+    q = obs.payload.query(ids)
+    with torch.no_grad():
+        for w, new in zip(kn.model.parameters(), q.weights):
+            w.copy_(new)
+    grads = [t for u in q.workers for t in u] + list(q.top)
+    one = Observation("gradients", grads, obs.description, {"batch_size": k})
+    for step in dlg(one, kn, p, device):
+        step.sample_ids = ids
+        yield step

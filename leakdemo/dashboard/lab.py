@@ -12,11 +12,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog
-from ..artifacts import grid, matching_grid, upscale
+from ..artifacts import MOSAIC_FROM, grid, matching_grid, mosaic, mosaic_layout, psnr_color, upscale
 from ..data import available_samples, decode_upload, sample_image
 from ..device import cuda_available, describe_hardware
 from ..errors import LeakdemoError
 from ..protocols.fedavg import LOCAL_DATA
+from ..protocols.vfl import tile_grid, tiles
 from ..scenario import from_dict, presets
 from . import state
 from .pool import RunPool
@@ -177,7 +178,7 @@ def sidebar() -> tuple:
         return s2, "device: CUDA is not available on this machine; choose auto or cpu", uploads
     need = catalog.private_images(s2)
     if uploads and len(uploads) < need:
-        what = "batch_size" if s2["protocol"] == "fedsgd" else LOCAL_DATA
+        what = {"fedsgd": "batch_size", "vfl": "n_samples"}.get(s2["protocol"], LOCAL_DATA)
         return s2, f"{what}: needs {need} image(s) but {len(uploads)} are uploaded", uploads
     return s2, None, uploads
 
@@ -244,6 +245,10 @@ def threat_card(s) -> None:
             c1.markdown(f"**Learning rate η = {s['local_lr']:g}:** "
                         + ("known to this attack (with the local steps and mini-batch size)." if knows else
                            "**not** known to this attack."))
+        if s["protocol"] == "vfl":
+            c1.markdown("**Batch indices:** chosen by the server every iteration (data index alignment) — "
+                        + ("CAFE uses them to tell the samples apart." if s["attack"] == "cafe" else
+                           "DLG ignores them and attacks one batch's gradient."))
         c2.markdown("**Assumed to know:**\n" + "\n".join(f"- {k}" for k in attack.knowledge))
         knobs = [f"{p.name} = {s[p.name]}" for p in protocol.params if p.defends]
         st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
@@ -307,16 +312,21 @@ def live_panel() -> None:
     if started is None:
         return
     images = fin.images if fin is not None else (latest.images if latest is not None else None)
-    left, right = st.columns(2, gap="large")
-    left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
-    left.image(_grid(started.originals), caption=", ".join(started.names[:16]), clamp=True)
-    right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
-    if images is not None:
-        per = fin.metrics["psnr_per_image"] if fin is not None else (latest.psnr_per_image or [])
-        right.image(_grid(images), caption=" · ".join(f"{v:.1f} dB" for v in per[:16]) or None, clamp=True)
-    if len(started.originals) > 1:
-        st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
-                   "Hungarian algorithm before scoring.")
+    per = fin.metrics["psnr_per_image"] if fin is not None else (latest.psnr_per_image or [] if latest else [])
+    ids = fin.metrics.get("sample_ids") if fin is not None else (latest.sample_ids if latest else None)
+    originals = started.originals if ids is None else started.originals[np.asarray(ids)]
+    if len(started.originals) >= MOSAIC_FROM:
+        _dataset_panel(started, originals, images, per, ids)
+    else:
+        left, right = st.columns(2, gap="large")
+        left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
+        left.image(_grid(originals), caption=", ".join(started.names[:16]), clamp=True)
+        right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
+        if images is not None:
+            right.image(_grid(images), caption=" · ".join(f"{v:.1f} dB" for v in per[:16]) or None, clamp=True)
+        if len(originals) > 1:
+            st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
+                       "Hungarian algorithm before scoring.")
     if matching:
         _matching_panel(matching)
     if fin is not None:
@@ -354,6 +364,46 @@ def live_panel() -> None:
         st.rerun()  # a full rerun redraws this panel without polling
 
 
+PAGE = 100  # samples per page of the data-set view
+
+
+def _dataset_panel(started, originals: np.ndarray, images, per: list, ids) -> None:
+    """Many private samples (vertical FL): two mosaics, a page at a time, each reconstruction framed by
+    its PSNR; the tiles the workers hold; which samples an attack on one batch saw."""
+    scenario = started.scenario
+    n = len(originals)
+    start = 0
+    if n > PAGE:
+        pages = [f"{i + 1}–{min(i + PAGE, n)}" for i in range(0, n, PAGE)]
+        page = st.segmented_control("Samples shown", pages, default=pages[0], key="w_sample_page") or pages[0]
+        start = pages.index(page) * PAGE
+    shown = slice(start, min(start + PAGE, n))
+    cols, cell = mosaic_layout(min(PAGE, n), originals.shape[1], width=640)
+    left, right = st.columns(2, gap="large")
+    what = "the batch DLG attacked" if ids is not None else f"all {n} training samples"
+    left.markdown(f'<span class="ld-orig">Original — {what} (private, never sent)</span>', unsafe_allow_html=True)
+    left.image(mosaic(originals[shown], cols, cell), clamp=True)
+    right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
+    if images is not None and len(per) == n:
+        frames = [psnr_color(v) for v in per[shown]]
+        right.image(mosaic(images[shown], cols, cell, frames), clamp=True)
+        good, fair = sum(v >= 30 for v in per), sum(20 <= v < 30 for v in per)
+        right.caption(f"Frame = that sample's PSNR: :green[green ≥ 30 dB] ({good}), :orange[amber 20–30 dB] "
+                      f"({fair}), :red[red < 20 dB] ({n - good - fair}) of {n}.")
+    if ids is not None:
+        st.caption(f"DLG sees one aggregated batch gradient: it cannot tell the {n} samples apart, so its "
+                   "images are paired with that batch's originals by the Hungarian algorithm before scoring.")
+    elif scenario.get("protocol") == "vfl":
+        grid_rc = tile_grid(scenario["workers"])
+        parts = tiles(started.originals[:1].transpose(0, 3, 1, 2), grid_rc)
+        views = [p[0].transpose(1, 2, 0) for p in parts]
+        c1, c2 = st.columns([1, 3])
+        c1.image(grid([views], 96), clamp=True)
+        c2.caption(f"What each of the {scenario['workers']} workers holds of sample 1 (a {grid_rc[0]}×{grid_rc[1]} "
+                   "grid of tiles): no party ever has a whole image — yet the server rebuilds them all, each "
+                   "scored against its own original (the server chose the indices, so it knows which is which).")
+
+
 def _matching_panel(m: dict) -> None:
     """AGIC over several epochs: which pre-reconstructions it paired, checked outside the attack."""
     with st.container(border=True):
@@ -366,6 +416,35 @@ def _matching_panel(m: dict) -> None:
                    "the dashboard, never by the attack.")
 
 
+def _steps_chart(handle):
+    """CAFE's Steps I and II: how far its per-sample estimates are from the truth (scored by the Runner)."""
+    c = {k: v.items for k, v in handle.curves.items()}
+    if not any(v is not None for v in c["step1_error"]):
+        return None
+    fig = go.Figure()
+    for key, name, color in (("step1_error", "Step I: ∂L/∂u per sample", "#6a3d9a"),
+                             ("step2_error", "Step II: first-FC input h per sample", "#2ca02c")):
+        pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
+        fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name, line=dict(color=color, width=3)))
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Steps I–II: relative error vs the truth",
+                      xaxis_title="iteration", yaxis=dict(type="log", exponentformat="power"),
+                      legend=dict(orientation="h", y=-0.25), font=dict(size=14))
+    return fig
+
+
+def _utility_chart(u: dict):
+    """What the defense costs: the VFL model's training loss with and without it."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(y=u["defended"], name="with this defense" if "clean" in u else "no defense",
+                             line=dict(color=RECON_COLOR, width=3)))
+    if "clean" in u:
+        fig.add_trace(go.Scatter(y=u["clean"], name="no defense", line=dict(color="#555", width=2, dash="dot")))
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10),
+                      title=f"Utility: training loss ({u['steps']} SGD steps, lr {u['lr']:g})", xaxis_title="step",
+                      yaxis=dict(rangemode="tozero"), legend=dict(orientation="h", y=-0.25), font=dict(size=14))
+    return fig
+
+
 def chart_panel() -> None:
     """The curves, redrawn less often than the frames: Plotly figures are the page's costliest part."""
     handle = st.session_state.get("handle")
@@ -374,8 +453,17 @@ def chart_panel() -> None:
     left, right = st.columns(2)
     with handle.lock:
         fig, loss = _chart(handle)
+        steps = _steps_chart(handle)
+        fin = handle.finished
     left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
     right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
+    utility = fin.metrics.get("utility") if fin is not None else None
+    if steps is not None or utility:
+        left, right = st.columns(2)
+        if steps is not None:
+            left.plotly_chart(steps, key="chart_steps", config={"displayModeBar": False})
+        if utility:
+            right.plotly_chart(_utility_chart(utility), key="chart_utility", config={"displayModeBar": False})
 
 
 def _start(scenario, uploads) -> None:
@@ -424,7 +512,8 @@ def main() -> None:
     if problem:
         c3.error(problem)
     elif scenario is not None:
-        c3.caption(f"Scenario: preset **{scenario.preset}**, {scenario['attack']} on {scenario['model']}, "
+        model = scenario.get("model") or f"{scenario['workers']} {scenario['worker_model']} workers"
+        c3.caption(f"Scenario: preset **{scenario.preset}**, {scenario['attack']} on {model}, "
                    f"{catalog.private_images(scenario)} private image(s), {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
     live = st.session_state.get("live", False)

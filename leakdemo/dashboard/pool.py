@@ -24,6 +24,10 @@ MAX_RUNNING = int(os.environ.get("LEAKDEMO_MAX_RUNS", "2"))
 ABANDON_AFTER = 15.0  # seconds without a poll -> the tab is gone, stop the run
 
 
+CHECKS = ("step1_error", "step2_error")  # CAFE's Step I/II errors (Progress.checks), None elsewhere
+CURVES = ("iteration", "psnr", "ssim", "loss") + CHECKS
+
+
 @dataclass
 class RunHandle:
     scenario: Scenario
@@ -37,7 +41,7 @@ class RunHandle:
     matching: dict | None = None  # AGIC's cross-epoch pairing, from the one event that carries it
     last_poll: float = field(default_factory=time.time)
     artifacts: dict = field(default_factory=dict)  # built in the worker, on finish
-    curves: dict = field(default_factory=lambda: {k: Thinned(400) for k in ("iteration", "psnr", "ssim", "loss")})
+    curves: dict = field(default_factory=lambda: {k: Thinned(400) for k in CURVES})
     stop_requested: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _worker: "_Worker | None" = field(default=None, repr=False)
@@ -70,8 +74,10 @@ class RunHandle:
                 self.started = ev
             elif isinstance(ev, Progress):
                 self.latest = ev
+                checks = ev.checks or {}
                 for k in self.curves:
-                    self.curves[k].offer(getattr(ev, k), force=bool(ev.note))
+                    value = checks.get(k) if k in CHECKS else getattr(ev, k)
+                    self.curves[k].offer(value, force=bool(ev.note))
                 if ev.note:
                     self.notes.append(ev.note)
                 if ev.matching is not None:
@@ -88,10 +94,11 @@ class RunHandle:
 
 
 def build_artifacts(scenario: Scenario, started: Started, fin: Finished, keyframes) -> dict:
-    from ..artifacts import gif_bytes, grid, matching_png, metrics_csv, metrics_json, png_bytes
+    from ..artifacts import gif_bytes, matching_png, metrics_csv, metrics_json, pair_grid, png_bytes, shown_originals
+    originals = shown_originals(started.originals, fin.metrics)
     out = {
-        "grid.png": png_bytes(grid([list(started.originals), list(fin.images)])),
-        "progress.gif": gif_bytes(started.originals, keyframes),
+        "grid.png": png_bytes(pair_grid(originals, fin.images, psnr=fin.metrics["psnr_per_image"])),
+        "progress.gif": gif_bytes(originals, keyframes),
         "metrics.csv": metrics_csv(fin.history).encode(),
         "metrics.json": metrics_json(fin),
         "scenario.json": scenario.to_json().encode(),

@@ -37,15 +37,27 @@ def to_query(s: Scenario) -> dict[str, str]:
 
 
 def switch(current: Scenario, name: str, value) -> Scenario:
-    """A protocol/attack/defense change: the new component starts from its own defaults. A new protocol
-    keeps the attack and defense when they apply to it, and otherwise takes its first ones."""
+    """A protocol/attack/defense change: the new component starts from its own defaults.
+
+    A new protocol brings its own attack (the first one made for it: DLM on FedAvg, CAFE on vertical FL),
+    keeps the defense when it applies, and takes its own defaults wherever they differ from the old
+    protocol's (vertical FL's digits, 16 px and batches of 40 replace FedSGD's photo, 32 px and batch 1)."""
     change = {name: value}
-    if name == "protocol":
-        if current["attack"] not in catalog.attacks_for(value):
-            change["attack"] = catalog.attacks_for(value)[0]
+    base = dict(current.params)
+    if name == "protocol" and value != current["protocol"]:
+        native = [a for a in catalog.attacks_for(value) if catalog.ATTACKS[a].protocols[0] == value]
+        if catalog.ATTACKS[current["attack"]].protocols[0] != value:
+            change["attack"] = (native or catalog.attacks_for(value))[0]
         if current["defense"] not in catalog.defenses_for(value):
             change["defense"] = catalog.defenses_for(value)[0]
-    return resolve(dict(current.params), change, preset=current.preset)
+        old, new = catalog.PROTOCOLS[current["protocol"]], catalog.PROTOCOLS[value]
+        for p in new.params:
+            before = old.param(p.name)
+            if before is None or before.default != p.default:
+                base.pop(p.name, None)
+        if base.get("data") != current["data"] or "data" not in base:
+            base.pop("images", None)
+    return resolve(base, change, preset=current.preset)
 
 
 def visible_params(s: Scenario) -> dict[str, list]:

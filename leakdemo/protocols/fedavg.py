@@ -37,11 +37,17 @@ def describe(p: dict) -> str:
     return text + ("" if p["defense"] == "none" else f", each upload after the client's defense '{p['defense']}'")
 
 
-def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
-    T, B, R, E = p["local_steps"], p["batch_size"], p["rounds_per_epoch"], p["epochs"]
+def check(p: dict) -> None:
+    """The client's data set must stay small enough to reconstruct live (checked when resolving)."""
     n = local_images(p)
     if n > MAX_LOCAL_IMAGES:
         raise ParamError("local_steps", f"{LOCAL_DATA} must be at most {MAX_LOCAL_IMAGES} images, got {n}")
+
+
+def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
+    T, B, R, E = p["local_steps"], p["batch_size"], p["rounds_per_epoch"], p["epochs"]
+    check(p)
+    n = local_images(p)
     batch = load_batch(p, uploads, count=n, count_name=LOCAL_DATA)
     model = make_model(p).to(device)
     warm_up(model, p, batch.keys or [], device)

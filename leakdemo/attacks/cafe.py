@@ -1,0 +1,177 @@
+"""CAFE (Jin et al., NeurIPS 2021): catastrophic data leakage in vertical FL, sample by sample.
+
+The server picks the batch indices, so every aggregated gradient is a known sum over known samples.
+Per worker m (its first FC layer u = Θ₁ᵀh + b₁):
+  Step I   fit V (∂L/∂u for every sample):   Σ_{n∈batch} v_n ≈ ∇b₁          (linear in V)
+  Step II  fit Ĥ (the FC layer's inputs):    Σ_{n∈batch} ĥ_n v_nᵀ ≈ ∇Θ₁      (linear in Ĥ given V)
+  Step III fit the data: α‖∇Θ(x̂) − ∇Θ‖² + β·TV_ξ(x̂) + γ·Σ‖ĥ_n − h(x̂_n)‖²   (Adam on the batch's rows)
+Single loop (Algorithm 4): one update of each step per iteration. Nested loops (Algorithm 3): Step I
+alone, then Step II alone, then Step III.
+
+Steps I and II are linear least-squares problems. `solver=least-squares` (default) solves them
+exactly over every equation received so far — recursive least squares for Step I (N iterations make V
+exact on a fixed model), a minimum-norm projection onto each batch's equations for Step II — which
+reaches the unique minimiser the paper's SGD converges to (its Theorems 1-2) in far fewer iterations
+than the paper's 20 000. `solver=sgd` takes the paper's gradient steps instead, with a normalised size
+(`lr_step1` = 1 projects onto the batch's sums, like Kaczmarz; `lr_step2` is relative to the batch's
+curvature ‖V_batch‖²), since the raw gradients' scale depends on the model. When the model keeps
+training, old equations go stale: recursive least squares forgets them at rate K/(4N) per iteration.
+The attacker only calls `session.query(indices)`, as a real VFL server does each iteration.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from ..protocols.vfl import VerticalModel, fc1_index, tiles
+from ..threat import Knowledge, Observation, Step
+from .gradients import model_gradients
+
+
+def batches(n: int, k: int, g: torch.Generator) -> Iterator[torch.Tensor]:
+    """Batches of k indices; each epoch a fresh permutation of all n (every sample is revisited evenly)."""
+    while True:
+        order = torch.randperm(n, generator=g)
+        for i in range(0, n - k + 1, k):
+            yield order[i:i + k]
+        if n % k:  # the rest of this epoch plus the start of a fresh one: every batch has k distinct samples
+            rest = order[n - n % k:]
+            more = torch.randperm(n, generator=g)
+            more = more[~torch.isin(more, rest)][: k - len(rest)]
+            yield torch.cat([rest, more])
+
+
+def truncated_tv(x: torch.Tensor, xi: float) -> torch.Tensor:
+    """TV_ξ: each image's total variation (mean absolute neighbour difference, pixels in [0, 1]),
+    counted only where it exceeds ξ — so smooth images are left alone and only noise is penalised.
+    (The paper's ξ = 25 is in units its text does not give; ours are these.)"""
+    tv = (x[..., 1:, :] - x[..., :-1, :]).abs().flatten(1).mean(1) + (x[..., :, 1:] - x[..., :, :-1]).abs().flatten(1).mean(1)
+    return (tv * (tv > xi)).sum()
+
+
+class StepOne:
+    """Step I as recursive least squares: V minimises Σ_t ‖Σ_{n∈s_t} v_n − ∇b₁(t)‖² over all t so far.
+
+    All d2 coordinates share the same design (the batch indicators), so one N×N matrix P serves them all;
+    each batch is a rank-one update (Sherman-Morrison), O(N²) per iteration.
+    """
+
+    def __init__(self, n: int, forget: float, device):
+        self.P = torch.eye(n, dtype=torch.float64, device=device) * 1e6  # a weak prior: V starts at 0
+        self.forget = forget
+
+    def update(self, V: torch.Tensor, idx: torch.Tensor, target: torch.Tensor) -> float:
+        r = target.double() - V[idx].double().sum(0)
+        ps = self.P[:, idx].sum(1)
+        gain = ps / (self.forget + ps[idx].sum())
+        V += (gain[:, None] * r[None, :]).to(V.dtype)
+        self.P = (self.P - gain[:, None] * ps[None, :]) / self.forget
+        return float(r.pow(2).sum())
+
+
+class RowAdam:
+    """Adam that updates only the rows it is given (a sample's state advances only when it is in a batch)."""
+
+    def __init__(self, shape, device, lr: float, betas=(0.9, 0.999), eps=1e-8):
+        self.m = torch.zeros(shape, device=device)
+        self.v = torch.zeros(shape, device=device)
+        self.t = torch.zeros(shape[0], device=device)
+        self.lr, self.b1, self.b2, self.eps = lr, betas[0], betas[1], eps
+
+    def step(self, param: torch.Tensor, idx: torch.Tensor, grad: torch.Tensor) -> None:
+        self.t[idx] += 1
+        m = self.m[idx] * self.b1 + (1 - self.b1) * grad
+        v = self.v[idx] * self.b2 + (1 - self.b2) * grad * grad
+        self.m[idx], self.v[idx] = m, v
+        shape = (-1,) + (1,) * (grad.ndim - 1)
+        mhat = m / (1 - self.b1 ** self.t[idx]).view(shape)
+        vhat = v / (1 - self.b2 ** self.t[idx]).view(shape)
+        param[idx] -= self.lr * mhat / (vhat.sqrt() + self.eps)
+
+
+def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    session, model = obs.payload, kn.model
+    assert isinstance(model, VerticalModel)
+    n, k, grid = obs.context["n_samples"], obs.context["batch_size"], obs.context["grid"]
+    total, single = p["iterations"], p["cafe_loop"] == "single"
+    phase = p["phase_iterations"]
+    alpha, beta, gamma, xi = p["gradient_weight"], p["tv_weight"], p["internal_weight"], p["tv_threshold"]
+    g = torch.Generator().manual_seed(p["seed"] * 1000 + 41)
+
+    workers = list(model.workers)
+    where = [fc1_index(w) for w in workers]
+    d1 = [w.fc1.in_features for w in workers]
+    d2 = [w.fc1.out_features for w in workers]
+    V = [torch.zeros(n, d, device=device) for d in d2]  # Step I's estimate of ∂L/∂u per sample
+    H = [torch.zeros(n, d, device=device) for d in d1]  # Step II's estimate of h per sample
+    X = torch.rand((n, *kn.input_shape), generator=g).to(device)  # Step III: uniform start, as in the paper
+    Y = torch.zeros(n, kn.num_classes, device=device)  # fake labels (logits)
+    opt_x, opt_y = RowAdam(X.shape, device, p["lr"]), RowAdam(Y.shape, device, p["lr"])
+    exact = p["solver"] == "least-squares"
+    forget = 1.0 if p.get("train_lr", 0) <= 0 else 1 - k / (4 * n)
+    step_one = [StepOne(n, forget, device) for _ in workers] if exact else []
+    version = -1
+    stream = batches(n, k, g)
+    for it in range(1, total + 1):
+        idx = next(stream).to(device)
+        q = session.query(idx)
+        if q.version != version:  # the model trained since the last query: attack the current weights
+            with torch.no_grad():
+                for w, new in zip(model.parameters(), q.weights):
+                    w.copy_(new)
+            version = q.version
+        do1 = single or it <= phase
+        do2 = single or phase < it <= 2 * phase
+        do3 = single or it > 2 * phase
+        note = None
+        if not single and it in (phase + 1, 2 * phase + 1):
+            note = "Step II: recovering the first FC layer's inputs" if it == phase + 1 else "Step III: recovering the images"
+        fit = 0.0
+        with torch.no_grad():
+            for m, (wi, bi) in enumerate(where):
+                upload = q.workers[m]
+                if do1:  # Step I: Σ_batch v_n = ∇b₁
+                    if exact:
+                        fit += step_one[m].update(V[m], idx, upload[bi])
+                    else:
+                        r = V[m][idx].sum(0) - upload[bi]
+                        V[m][idx] -= (p["lr_step1"] / k) * r
+                        fit += float(r.pow(2).sum())
+                if do2:  # Step II: Σ_batch v_n ĥ_nᵀ = ∇Θ₁ (torch stores Θ₁ as d2 × d1)
+                    vs = V[m][idx]
+                    r = vs.T @ H[m][idx] - upload[wi]
+                    if exact:  # the smallest change of the batch's rows that satisfies its equations
+                        H[m][idx] -= p["lr_step2"] * torch.linalg.pinv(vs.T.double(), rtol=1e-6).to(vs.dtype) @ r
+                    else:
+                        curvature = torch.linalg.matrix_norm(vs, ord=2) ** 2
+                        if curvature > 0:
+                            H[m][idx] -= (p["lr_step2"] / curvature) * (vs @ r)
+                    fit += float(r.pow(2).sum())
+        loss = fit
+        if do3:
+            xs = X[idx].clone().requires_grad_(True)
+            ys = Y[idx].clone().requires_grad_(True)
+            objective = torch.zeros((), device=device)
+            if gamma > 0:
+                for m, (w, t) in enumerate(zip(workers, tiles(xs, grid))):
+                    objective = objective + gamma * (H[m][idx] - w.features(t)).pow(2).sum()
+            if alpha > 0:
+                fake = model_gradients(model, xs, F.softmax(ys, -1), create_graph=True)
+                real = [t for u in q.workers for t in u] + list(q.top)
+                scale = sum(b.pow(2).sum() for b in real).clamp(min=1e-30)  # relative: free of the model's scale
+                objective = objective + alpha * sum((a - b).pow(2).sum() for a, b in zip(fake, real)) / scale
+            if beta > 0:
+                objective = objective + beta * truncated_tv(xs, xi)
+            gx, gy = torch.autograd.grad(objective, [xs, ys], allow_unused=True)
+            with torch.no_grad():
+                opt_x.step(X, idx, gx)
+                X[idx] = X[idx].clamp(0, 1)
+                if gy is not None:
+                    opt_y.step(Y, idx, gy)
+            loss = float(objective.detach())
+        yield Step(it, total, loss, X.detach().clone(), Y.argmax(1).tolist(), note=note,
+                   internals={"V": V, "H": H}, aligned=True)
+    yield Step(total, total, loss, X.detach().clone(), Y.argmax(1).tolist(), final=True,
+               internals={"V": V, "H": H}, aligned=True)

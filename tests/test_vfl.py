@@ -1,0 +1,162 @@
+"""Vertical FL: the protocol, CAFE's Steps I-II (exact on an FC model), the fake-gradients defense,
+each CAFE mode's real recovery, the DLG baseline on one batch, and the parameters that conflict."""
+import pytest
+import torch
+
+from leakdemo import catalog, metrics
+from leakdemo.attacks.cafe import batches, cafe
+from leakdemo.defenses import fake_gradients
+from leakdemo.errors import ParamError
+from leakdemo.protocols import vfl
+from leakdemo.runner import Run
+from leakdemo.scenario import from_preset
+
+# 24 digits of 8×8 px cut into 4 quadrants, batches of 6: a CAFE run in a few seconds
+TINY = {"image_size": 8, "n_samples": 24, "batch_size": 6, "model_width": 32, "fc_width": 16, "iterations": 300}
+
+
+def simulate(**over):
+    s = from_preset("cafe", {**TINY, **over})
+    p = dict(s.params)
+    return (*catalog.PROTOCOLS["vfl"].run(p, torch.device("cpu"), None), p)
+
+
+def finish(**over):
+    events = list(Run(from_preset("cafe", {**TINY, **over})).events())
+    assert events[-1].event == "finished", events[-1]
+    return events[-1]
+
+
+# ---------------------------------------------------------------- the protocol
+
+def test_tiles_split_every_image_among_the_workers():
+    assert [vfl.tile_grid(m) for m in (1, 2, 3, 4, 6, 8, 16)] == [(1, 1), (1, 2), (1, 3), (2, 2), (2, 3), (2, 4), (4, 4)]
+    x = torch.arange(2 * 3 * 8 * 8, dtype=torch.float32).view(2, 3, 8, 8)
+    parts = vfl.tiles(x, (2, 2))
+    assert [t.shape for t in parts] == [torch.Size([2, 3, 4, 4])] * 4
+    assert torch.equal(parts[3], x[..., 4:, 4:])
+    assert sum(t.numel() for t in parts) == x.numel()
+
+
+def test_the_server_gets_each_workers_gradient_for_the_batch_it_chose():
+    obs, kn, truth, p = simulate()
+    session = obs.payload
+    q = session.query([3, 5, 7, 11, 13, 17])
+    assert obs.kind == "vfl" and len(q.workers) == 4 and obs.context["n_samples"] == 24
+    model = kn.model  # the same weights as the federation's: the gradients must be those of that batch
+    idx = torch.tensor([3, 5, 7, 11, 13, 17])
+    loss = torch.nn.functional.cross_entropy(model(truth.images[idx]), truth.labels[idx])
+    grads = torch.autograd.grad(loss, list(model.parameters()))
+    sent = [t for u in q.workers for t in u] + q.top
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grads, sent))
+    assert not hasattr(session, "images") and not hasattr(session, "labels")  # nothing private in public names
+
+
+def test_a_training_federation_moves_its_weights_between_queries():
+    obs, *_ = simulate(train_lr=1e-3)
+    a = obs.payload.query(list(range(6)))
+    b = obs.payload.query(list(range(6, 12)))
+    assert b.version == a.version + 1 and not torch.equal(a.weights[0], b.weights[0])
+
+
+def test_samples_become_deterministic_crops_of_the_photos():
+    s = from_preset("cafe", {**TINY, "data": "samples", "n_samples": 30})
+    obs, _, truth = catalog.PROTOCOLS["vfl"].run(dict(s.params), torch.device("cpu"), None)
+    again = catalog.PROTOCOLS["vfl"].run(dict(s.params), torch.device("cpu"), None)[2]
+    assert len(truth.images) == 30 and torch.equal(truth.images, again.images)
+    assert len({tuple(im.flatten()[:20].tolist()) for im in truth.images}) == 30  # all different crops
+
+
+def test_batches_cover_every_sample_each_epoch():
+    g = torch.Generator().manual_seed(0)
+    stream = batches(10, 4, g)
+    seen = [next(stream) for _ in range(5)]
+    assert all(len(set(b.tolist())) == 4 for b in seen)
+    assert set(torch.cat(seen[:2]).tolist()) | set(seen[2][:2].tolist()) == set(range(10))
+
+
+# ---------------------------------------------------------------- CAFE's steps
+
+@pytest.mark.parametrize("solver", ["least-squares", "sgd"])
+def test_steps_one_and_two_recover_the_exact_fc_inputs_on_a_fully_connected_model(solver):
+    obs, kn, truth, p = simulate(worker_model="fc", solver=solver, internal_weight=0.0,
+                                 iterations=150 if solver == "least-squares" else 1500)
+    last = None
+    for step in cafe(obs, kn, p, torch.device("cpu")):
+        last = step
+    errors = truth.checks(last.internals)
+    assert errors["step1_error"] < 1e-3 and errors["step2_error"] < 1e-2
+    # on an FC-only worker the first FC layer's input is the worker's tile itself: the data are out
+    H = last.internals["H"]
+    for m, tile in enumerate(vfl.tiles(truth.images, vfl.tile_grid(4))):
+        assert torch.allclose(H[m], tile.flatten(1), atol=2e-2 if solver == "sgd" else 1e-3)
+
+
+def test_fake_gradients_keep_signs_and_ranks_and_respect_the_bounds():
+    g = torch.Generator().manual_seed(0)
+    true = [torch.randn(40, 30) ** 3 * 1e-3, torch.randn(64) * 1e-2]  # heavy-tailed, like real gradients
+    fake = fake_gradients(true, 0.5, 200, g)
+    for t, f in zip(true, fake):
+        t, f = t.flatten(), f.flatten()
+        assert torch.all(t * f >= 0)  # signs survive
+        assert torch.all(f.abs() <= t.abs() + 1e-12)  # a clamp never enlarges an entry
+        order = t.abs().argsort(descending=True)
+        assert torch.all(f.abs()[order][:-1] >= f.abs()[order][1:] - 1e-12)  # the ranking survives
+        assert torch.all(f[order[:5]] != t[order[:5]])  # the largest magnitudes do not
+    # the same candidates for the whole run: equal inputs give equal uploads
+    again = fake_gradients(true, 0.5, 200, torch.Generator().manual_seed(0))
+    assert all(torch.equal(a, b) for a, b in zip(fake, again))
+    # a large σ lets most entries through untouched; a small one replaces them all
+    assert all((a == b).float().mean() > 0.9 for a, b in zip(fake_gradients(true, 5.0, 200, g), true))
+    assert (fake_gradients(true, 0.01, 200, g)[1] != true[1]).float().mean() > 0.9
+
+
+# ---------------------------------------------------------------- real recovery
+
+def test_single_loop_cafe_recovers_every_sample():
+    fin = finish()
+    assert fin.metrics["psnr"] > 25, fin.metrics["psnr"]
+    assert min(fin.metrics["psnr_per_image"]) > 15
+    assert fin.metrics["matched_order"] == list(range(24))  # scored by index: the server knows which is which
+    assert fin.metrics["step1_error"] < 1e-3 and fin.metrics["step2_error"] < 1e-2
+
+
+def test_nested_loop_cafe_recovers_every_sample():
+    fin = finish(cafe_loop="nested", phase_iterations=60)
+    assert fin.metrics["psnr"] > 25, fin.metrics["psnr"]
+
+
+def test_without_the_internal_representation_term_cafe_collapses():
+    fin = finish(internal_weight=0.0, gradient_weight=1.0, iterations=200)
+    assert fin.metrics["psnr"] < 15, fin.metrics["psnr"]
+
+
+def test_fake_gradients_stop_cafe_while_training_still_descends():
+    fin = finish(defense="fake-gradients", fake_sigma=0.5)
+    assert fin.metrics["psnr"] < 15, fin.metrics["psnr"]
+    u = fin.metrics["utility"]
+    assert len(u["defended"]) == u["steps"] and "clean" in u
+    assert sum(u["defended"][-10:]) / 10 < u["defended"][0] - 0.2  # the model still learns
+
+
+def test_dlg_attacks_one_batch_and_is_scored_on_it():
+    fin = finish(attack="dlg", iterations=5, restarts=0)
+    assert len(fin.metrics["sample_ids"]) == 6 and len(fin.metrics["psnr_per_image"]) == 6
+    assert len(fin.images) == 6
+
+
+# ---------------------------------------------------------------- parameters
+
+@pytest.mark.parametrize("over, name", [
+    ({"batch_size": 30}, "batch_size"),  # more than the 24 samples
+    ({"workers": 3}, "workers"),  # a 1×3 grid does not divide 8 px
+    ({"workers": 16, "image_size": 6}, "workers"),  # a 4×4 grid does not divide 6 px
+    ({"cafe_loop": "nested", "phase_iterations": 200}, "phase_iterations"),
+    ({"fake_sigma": 0.0, "defense": "fake-gradients"}, "fake_sigma"),
+    ({"attack": "invgrad"}, "attack"),
+    ({"defense": "fake-gradients", "protocol": "fedsgd", "attack": "dlg"}, "defense"),
+])
+def test_bad_parameters_are_rejected_with_their_name(over, name):
+    with pytest.raises(ParamError) as e:
+        from_preset("cafe", {**TINY, **over})
+    assert str(e.value).startswith(name + ":"), str(e.value)
