@@ -339,8 +339,8 @@ DEFENSES = {
         "Each worker uploads a fake gradient that keeps the true one's signs and magnitude ranking but takes "
         "its magnitudes from sorted Gaussian noise where they are larger (appendix Algorithm 5, magnitude "
         "version): the attacker's equations no longer hold, while training still descends.",
-        params=(Param("fake_sigma", "float", 0.5, "σ of the fake magnitudes, in units of each layer's gradient "
-                      "RMS (smaller: more entries replaced)", low=1e-3, high=10.0, log=True, group="defense",
+        params=(Param("fake_sigma", "float", 1.05, "σ of the fake magnitudes, in units of each layer's gradient "
+                      "RMS (the paper's σ² = 1.1; smaller: more entries replaced)", low=1e-3, high=10.0, log=True, group="defense",
                       paper=CAFE_PAPER, label="Fake σ"),
                 Param("fake_candidates", "int", 1000, "ν: sorted noise vectors to pick the nearest from",
                       low=1, high=10000, group="defense", paper=CAFE_PAPER, label="Candidates ν")),

@@ -139,4 +139,4 @@ def test_vertical_fl_offers_cafe_and_checks_the_tiles_in_the_sidebar():
     assert any(e.value.startswith("workers: 3 workers cut the image into a 1×3 grid") for e in at.error)
     assert at.button[0].disabled
     widget(at, "Defense").set_value("fake-gradients").run()
-    assert widget(at, "Fake σ").value == 0.5
+    assert widget(at, "Fake σ").value == 1.05

@@ -109,6 +109,9 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     X = torch.rand((n, *kn.input_shape), generator=g).to(device)  # Step III: uniform start, as in the paper
     Y = torch.zeros(n, kn.num_classes, device=device)  # fake labels (logits)
     opt_x, opt_y = RowAdam(X.shape, device, p["lr"]), RowAdam(Y.shape, device, p["lr"])
+    def labels():  # the fake labels are fitted only through the gradient-matching term
+        return Y.argmax(1).tolist() if alpha > 0 else None
+
     exact = p["solver"] == "least-squares"
     forget = 1.0 if p.get("train_lr", 0) <= 0 else 1 - k / (4 * n)
     step_one = [StepOne(n, forget, device) for _ in workers] if exact else []
@@ -171,7 +174,5 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                 if gy is not None:
                     opt_y.step(Y, idx, gy)
             loss = float(objective.detach())
-        yield Step(it, total, loss, X.detach().clone(), Y.argmax(1).tolist(), note=note,
-                   internals={"V": V, "H": H}, aligned=True)
-    yield Step(total, total, loss, X.detach().clone(), Y.argmax(1).tolist(), final=True,
-               internals={"V": V, "H": H}, aligned=True)
+        yield Step(it, total, loss, X.detach().clone(), labels(), note=note, internals={"V": V, "H": H}, aligned=True)
+    yield Step(total, total, loss, X.detach().clone(), labels(), final=True, internals={"V": V, "H": H}, aligned=True)

@@ -316,7 +316,8 @@ def live_panel() -> None:
     ids = fin.metrics.get("sample_ids") if fin is not None else (latest.sample_ids if latest else None)
     originals = started.originals if ids is None else started.originals[np.asarray(ids)]
     if len(started.originals) >= MOSAIC_FROM:
-        _dataset_panel(started, originals, images, per, ids)
+        frame = ("final", fin.iterations) if fin is not None else ("live", latest.iteration if latest else -1)
+        _dataset_panel(started, originals, images, per, ids, frame)
     else:
         left, right = st.columns(2, gap="large")
         left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
@@ -324,7 +325,10 @@ def live_panel() -> None:
         right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
         if images is not None:
             right.image(_grid(images), caption=" · ".join(f"{v:.1f} dB" for v in per[:16]) or None, clamp=True)
-        if len(originals) > 1:
+        if len(originals) > 1 and started.scenario["params"].get("attack") == "cafe":
+            st.caption("Each reconstruction is scored against its own original: the server chose the batch "
+                       "indices, so it knows which sample is which.")
+        elif len(originals) > 1:
             st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
                        "Hungarian algorithm before scoring.")
     if matching:
@@ -367,10 +371,22 @@ def live_panel() -> None:
 PAGE = 100  # samples per page of the data-set view
 
 
-def _dataset_panel(started, originals: np.ndarray, images, per: list, ids) -> None:
+def _png_once(key: tuple, make) -> bytes:
+    """PNG bytes drawn once per key: the page redraws 4×/s, a data-set mosaic changes far less often,
+    and encoding it each time would take CPU from the attack on a small machine."""
+    from ..artifacts import png_bytes
+    memo = st.session_state.setdefault("png_memo", {})
+    if key not in memo:
+        if len(memo) > 8:
+            memo.clear()
+        memo[key] = png_bytes(make())
+    return memo[key]
+
+
+def _dataset_panel(started, originals: np.ndarray, images, per: list, ids, frame: tuple) -> None:
     """Many private samples (vertical FL): two mosaics, a page at a time, each reconstruction framed by
     its PSNR; the tiles the workers hold; which samples an attack on one batch saw."""
-    scenario = started.scenario
+    scenario = started.scenario["params"]
     n = len(originals)
     start = 0
     if n > PAGE:
@@ -382,11 +398,13 @@ def _dataset_panel(started, originals: np.ndarray, images, per: list, ids) -> No
     left, right = st.columns(2, gap="large")
     what = "the batch DLG attacked" if ids is not None else f"all {n} training samples"
     left.markdown(f'<span class="ld-orig">Original — {what} (private, never sent)</span>', unsafe_allow_html=True)
-    left.image(mosaic(originals[shown], cols, cell), clamp=True)
+    run = id(started)
+    left.image(_png_once(("orig", run, start, ids is None), lambda: mosaic(originals[shown], cols, cell)))
     right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
     if images is not None and len(per) == n:
         frames = [psnr_color(v) for v in per[shown]]
-        right.image(mosaic(images[shown], cols, cell, frames), clamp=True)
+        key = ("recon", run, start, frame)
+        right.image(_png_once(key, lambda: mosaic(images[shown], cols, cell, frames)))
         good, fair = sum(v >= 30 for v in per), sum(20 <= v < 30 for v in per)
         right.caption(f"Frame = that sample's PSNR: :green[green ≥ 30 dB] ({good}), :orange[amber 20–30 dB] "
                       f"({fair}), :red[red < 20 dB] ({n - good - fair}) of {n}.")
@@ -398,7 +416,7 @@ def _dataset_panel(started, originals: np.ndarray, images, per: list, ids) -> No
         parts = tiles(started.originals[:1].transpose(0, 3, 1, 2), grid_rc)
         views = [p[0].transpose(1, 2, 0) for p in parts]
         c1, c2 = st.columns([1, 3])
-        c1.image(grid([views], 96), clamp=True)
+        c1.image(_png_once(("tiles", run), lambda: grid([views], 96)))
         c2.caption(f"What each of the {scenario['workers']} workers holds of sample 1 (a {grid_rc[0]}×{grid_rc[1]} "
                    "grid of tiles): no party ever has a whole image — yet the server rebuilds them all, each "
                    "scored against its own original (the server chose the indices, so it knows which is which).")
@@ -427,7 +445,7 @@ def _steps_chart(handle):
         pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
         fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name, line=dict(color=color, width=3)))
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Steps I–II: relative error vs the truth",
-                      xaxis_title="iteration", yaxis=dict(type="log", exponentformat="power"),
+                      xaxis_title="iteration", yaxis=dict(type="log", exponentformat="power", dtick=1),
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))
     return fig
 
