@@ -170,3 +170,20 @@ def test_bad_link_values_are_ignored_with_a_message(server, browser):
     assert "Ignored from the link" in body and "lr:" in body and "attack:" in body
     assert_no_traceback(page)
     page.close()
+
+
+def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, browser):
+    query = "preset=cafe&n_samples=24&batch_size=6&image_size=8&fc_width=16&iterations=300"
+    page = open_lab(browser, server, query)
+    wait_until_warm(page)
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_text("Original — all 24 training samples").wait_for(timeout=60_000)
+    page.get_by_text("Finished", exact=False).first.wait_for(timeout=300_000)
+    body = page.inner_text("body")
+    frames = re.search(r"green ≥ 30 dB \((\d+)\)", body)
+    assert frames and int(frames.group(1)) >= 12, body[-1500:]  # most samples recovered, each scored alone
+    assert "What each of the 4 workers holds" in body
+    page.get_by_text("Steps I–II: relative error vs the truth").wait_for(timeout=30_000)
+    page.get_by_text("Utility: training loss").wait_for(timeout=30_000)
+    assert float(metric_value(page, "PSNR").split()[0]) >= 25
+    assert_no_traceback(page)
