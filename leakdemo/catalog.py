@@ -280,7 +280,8 @@ ATTACKS = {
             Param("phase_iterations", "int", 300, "nested loop: iterations of Step I alone, then of Step II alone",
                   low=1, high=50000, paper=CAFE_PAPER),
             Param("solver", "choice", "least-squares", "Steps I–II: least-squares = solve exactly over all "
-                  "equations received so far (fast); sgd = the paper's gradient steps", choices=("least-squares", "sgd"),
+                  "equations received so far (fast; on a training model Step I projects onto each new batch "
+                  "instead); sgd = the paper's gradient steps", choices=("least-squares", "sgd"),
                   label="Step I–II solver"),
             Param("lr_step1", "float", 1.0, "Step I step size (sgd: 1 = project onto the batch's sums)", low=0.0,
                   high=2.0, paper=CAFE_PAPER, label="Step I step size"),

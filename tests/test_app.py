@@ -140,3 +140,10 @@ def test_vertical_fl_offers_cafe_and_checks_the_tiles_in_the_sidebar():
     assert at.button[0].disabled
     widget(at, "Defense").set_value("fake-gradients").run()
     assert widget(at, "Fake σ").value == 1.05
+
+
+def test_link_values_that_only_fit_together_are_all_accepted():
+    s, ignored = state.from_query({"preset": "cafe", "n_samples": "24", "batch_size": "6"})
+    assert ignored == [] and s["n_samples"] == 24 and s["batch_size"] == 6
+    s, ignored = state.from_query({"preset": "cafe", "n_samples": "24"})  # batch 40 > 24: reported
+    assert s["n_samples"] == 200 and ignored[0].startswith("batch_size: must be at most n_samples")

@@ -160,3 +160,10 @@ def test_bad_parameters_are_rejected_with_their_name(over, name):
     with pytest.raises(ParamError) as e:
         from_preset("cafe", {**TINY, **over})
     assert str(e.value).startswith(name + ":"), str(e.value)
+
+
+def test_a_model_that_keeps_training_leaks_less():
+    fixed = finish()
+    training = finish(train_lr=1e-3)
+    assert training.metrics["psnr"] < fixed.metrics["psnr"] - 10  # larger steps blur the equations
+    assert "while_attacked" in training.metrics["utility"]

@@ -15,7 +15,7 @@ reaches the unique minimiser the paper's SGD converges to (its Theorems 1-2) in 
 than the paper's 20 000. `solver=sgd` takes the paper's gradient steps instead, with a normalised size
 (`lr_step1` = 1 projects onto the batch's sums, like Kaczmarz; `lr_step2` is relative to the batch's
 curvature ‖V_batch‖²), since the raw gradients' scale depends on the model. When the model keeps
-training, old equations go stale: recursive least squares forgets them at rate K/(4N) per iteration.
+training, old equations go stale, so Step I then projects onto each new batch's sums instead.
 The attacker only calls `session.query(indices)`, as a real VFL server does each iteration.
 """
 from __future__ import annotations
@@ -58,16 +58,15 @@ class StepOne:
     each batch is a rank-one update (Sherman-Morrison), O(N²) per iteration.
     """
 
-    def __init__(self, n: int, forget: float, device):
+    def __init__(self, n: int, device):
         self.P = torch.eye(n, dtype=torch.float64, device=device) * 1e6  # a weak prior: V starts at 0
-        self.forget = forget
 
     def update(self, V: torch.Tensor, idx: torch.Tensor, target: torch.Tensor) -> float:
         r = target.double() - V[idx].double().sum(0)
         ps = self.P[:, idx].sum(1)
-        gain = ps / (self.forget + ps[idx].sum())
+        gain = ps / (1.0 + ps[idx].sum())
         V += (gain[:, None] * r[None, :]).to(V.dtype)
-        self.P = (self.P - gain[:, None] * ps[None, :]) / self.forget
+        self.P = self.P - gain[:, None] * ps[None, :]
         return float(r.pow(2).sum())
 
 
@@ -113,8 +112,10 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         return Y.argmax(1).tolist() if alpha > 0 else None
 
     exact = p["solver"] == "least-squares"
-    forget = 1.0 if p.get("train_lr", 0) <= 0 else 1 - k / (4 * n)
-    step_one = [StepOne(n, forget, device) for _ in workers] if exact else []
+    # a training model makes old equations stale: Step I then projects onto each batch's sums (the
+    # paper's SGD at its Kaczmarz step), which follows the drift; Step II's projection already does
+    exact_one = exact and p.get("train_lr", 0) <= 0
+    step_one = [StepOne(n, device) for _ in workers] if exact_one else []
     version = -1
     stream = batches(n, k, g)
     for it in range(1, total + 1):
@@ -136,11 +137,11 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
             for m, (wi, bi) in enumerate(where):
                 upload = q.workers[m]
                 if do1:  # Step I: Σ_batch v_n = ∇b₁
-                    if exact:
+                    if exact_one:
                         fit += step_one[m].update(V[m], idx, upload[bi])
                     else:
                         r = V[m][idx].sum(0) - upload[bi]
-                        V[m][idx] -= (p["lr_step1"] / k) * r
+                        V[m][idx] -= ((p["lr_step1"] if not exact else 1.0) / k) * r
                         fit += float(r.pow(2).sum())
                 if do2:  # Step II: Σ_batch v_n ĥ_nᵀ = ∇Θ₁ (torch stores Θ₁ as d2 × d1)
                     vs = V[m][idx]

@@ -21,13 +21,21 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
     accepted = {}
     # choices first, so that each parameter is checked against the right components
     keys = sorted((k for k in query if k != "preset"), key=lambda k: k not in ("protocol", "attack", "defense"))
-    for key in keys:
-        trial = {**accepted, key: query[key]}
-        try:
-            resolve(base, trial, preset=name)
-            accepted = trial
-        except LeakdemoError as e:
-            ignored.append(str(e))
+    errors: dict[str, str] = {}
+    while keys:  # values that only fit together (n_samples=24 with batch_size=6) get another pass
+        left = []
+        for key in keys:
+            trial = {**accepted, key: query[key]}
+            try:
+                resolve(base, trial, preset=name)
+                accepted = trial
+            except LeakdemoError as e:
+                errors[key] = str(e)
+                left.append(key)
+        if len(left) == len(keys):
+            break
+        keys = left
+    ignored += [errors[k] for k in keys]
     return resolve(base, accepted, preset=name), ignored
 
 
