@@ -64,10 +64,11 @@ def mosaic_layout(n: int, size: int, width: int = MOSAIC_WIDTH) -> tuple[int, in
 
 
 def pair_grid(originals: np.ndarray, recon: np.ndarray, cell: int = GRID_CELL, psnr: list | None = None,
-              width: int = MOSAIC_WIDTH) -> np.ndarray:
-    """Originals beside reconstructions: two rows for a few images, two mosaics side by side for many."""
-    if len(originals) < MOSAIC_FROM:
-        return grid([list(originals), list(recon)], cell)
+              width: int = MOSAIC_WIDTH, baseline: np.ndarray | None = None) -> np.ndarray:
+    """Originals beside reconstructions: two rows for a few images (a third for a baseline attack's, e.g.
+    TBI beside PLI), two mosaics side by side for many."""
+    if len(originals) < MOSAIC_FROM or baseline is not None:
+        return grid([list(originals), list(recon)] + ([list(baseline)] if baseline is not None else []), cell)
     cols, cell = mosaic_layout(len(originals), originals.shape[1], width)
     frames = None if psnr is None else [psnr_color(v) for v in psnr]
     left = mosaic(originals, cols, cell, [(1, 1, 1)] * len(originals) if frames else None)
@@ -126,7 +127,8 @@ def write_all(out_dir: str, scenario_json: str, originals: np.ndarray, finished,
     os.makedirs(out_dir, exist_ok=True)
     originals = shown_originals(originals, finished.metrics)
     files = {
-        "grid.png": png_bytes(pair_grid(originals, finished.images, psnr=finished.metrics["psnr_per_image"])),
+        "grid.png": png_bytes(pair_grid(originals, finished.images, psnr=finished.metrics["psnr_per_image"],
+                                        baseline=finished.baseline)),
         "progress.gif": gif_bytes(originals, keyframes),
         "metrics.json": metrics_json(finished),
         "history.csv": metrics_csv(finished.history).encode(),

@@ -13,12 +13,14 @@ from .attacks.agic import agic
 from .attacks.cafe import cafe
 from .attacks.dlm import dlm, dlm_plus
 from .attacks.invgrad import invgrad
+from .attacks.pli import pli, tbi
 from .attacks.simulation import invgrad_fedavg
 from .errors import ParamError
 from .data import SOURCE_HELP, SOURCES, TORCHVISION_SETS
 from .models import MODEL_HELP, MODELS
 from .params import Component, Param
-from .protocols import fedavg, fedsgd, vfl
+from . import identities
+from .protocols import distillation, fedavg, fedsgd, vfl
 
 DLG_PAPER = "Zhu, Liu, Han. Deep Leakage from Gradients. NeurIPS 2019"
 IDLG_PAPER = "Zhao, Mopuri, Bilen. iDLG: Improved Deep Leakage from Gradients. 2020"
@@ -26,6 +28,11 @@ IG_PAPER = "Geiping, Bauermeister, Dröge, Moeller. Inverting Gradients. NeurIPS
 DLM_PAPER = "Zhao, Sun, Gao, Wang, Wang, Wang. Deep Leakage from Model in Federated Learning. 2022"
 AGIC_PAPER = "Xu, Hong, Huang, Chen, Decouchant. AGIC: Approximate Gradient Inversion Attack on Federated Learning. SRDS 2022"
 CAFE_PAPER = "Jin, Chen, Hsu, Yu, Chen, Wang, Liu. CAFE: Catastrophic Data Leakage in Vertical Federated Learning. NeurIPS 2021"
+PLI_PAPER = "Takahashi, Liu, Liu. Breaching FedMD: Image Recovery via Paired-Logits Inversion Attack. CVPR 2023"
+TBI_PAPER = "Yang, Zhang, Chang, Liang. Neural Network Inversion in Adversarial Setting via Background Knowledge Alignment. CCS 2019"
+FEDMD_PAPER = "Li, Wang. FedMD: Heterogenous Federated Learning via Model Distillation. 2019"
+DSFL_PAPER = "Itahara, Nishio, Koda, Morikura, Yamamoto. Distillation-Based Semi-Supervised Federated Learning. IEEE TMC 2021"
+FEDGEMS_PAPER = "Cheng, Wu, Xiao, Liu. FedGEMS: Federated Learning of Larger Server Models via Selective Knowledge Fusion. 2021"
 FEDAVG_PAPER = "McMahan et al. Communication-Efficient Learning of Deep Networks from Decentralized Data. 2017"
 
 # ---------------------------------------------------------------- parameters used by everything
@@ -131,6 +138,58 @@ PROTOCOLS = {
     ),
 }
 
+_LOGIT_PARAMS = (
+    Param("data", "choice", "faces", "faces = identities synthesised from scikit-image's LFW faces (views with "
+          "small pose, light and noise changes); digits = scikit-learn's ten digits", choices=("faces", "digits"),
+          group="data", label="Source"),
+    Param("image_size", "int", 32, "side of the square images (8, 16, 32 or 64: the inversion network doubles "
+          "a 4×4 seed)", low=8, high=64, unit="px", group="data"),
+    Param("views", "int", 16, "images per class: a quarter are held out for testing, a quarter become the "
+          "public insensitive versions, the rest are the owners' private (or public clean) images", low=4,
+          high=64, group="data", label="Images per class"),
+    Param("num_classes", "int", 40, "identities in the federation (faces; digits always have 10)", low=3,
+          high=100, group="data", label="Classes J"),
+    Param("target_classes", "int", 10, "private target classes: only clients hold clean images of them; the "
+          "public set has only their insensitive versions", low=1, high=99, group="data", paper=PLI_PAPER,
+          label="Private target classes"),
+    Param("domain_gap", "choice", "mask", "how the public set's insensitive versions D_a differ: mask = the "
+          "lower face covered (as in masked LFW); blur = Gaussian blur (easy to undo: the prior alone then "
+          "finds most classes)", choices=("mask", "blur"), group="data", paper=PLI_PAPER,
+          label="Insensitive domain"),
+    Param("clients", "int", 1, "clients K; the target classes are dealt among them (more clients: each "
+          "holds fewer, and the server must tell whose reconstruction is right)", low=1, high=20,
+          group="protocol", defends=True, paper=PLI_PAPER),
+    Param("rounds", "int", 5, "communication rounds (each brings new logits)", low=1, high=20, group="protocol"),
+    Param("local_epochs", "int", 5, "epochs of the initial local training (public set, then private data); each round then digests and revisits for the epochs its paper uses (FedMD 1, DS-FL and FedGEMS 2)", low=1,
+          high=50, group="protocol"),
+    Param("model_width", "int", 16, "conv channels of the clients' (and the server's) classifier", low=1,
+          high=128, group="model", label="Conv channels"),
+)
+
+
+def _logit_protocol(name: str, title: str, summary: str, paper: str) -> Component:
+    return Component("protocol", name, title, summary, params=_LOGIT_PARAMS, payload="logits",
+                     run=distillation.simulate, receives=distillation.describe, paper=paper, check=identities.check)
+
+
+PROTOCOLS.update({
+    "fedmd": _logit_protocol(
+        "fedmd", "FedMD — shared logits on a public set",
+        "Clients learn a labelled public set and their private data, and share only their logits on the "
+        "public images; the server averages them and clients digest the consensus. No gradients, no "
+        "weights — sold as the safe way to federate.", FEDMD_PAPER),
+    "ds-fl": _logit_protocol(
+        "ds-fl", "DS-FL — distillation on an unlabelled public set",
+        "Like FedMD, but the public set has no labels: the server sharpens the averaged predictions "
+        "(entropy-reduction aggregation) and clients distil on them.", DSFL_PAPER),
+    "fedgems": _logit_protocol(
+        "fedgems", "FedGEMS — a larger server model",
+        "The server trains a larger model on the public set and on the clients' logits where they are right "
+        "and confident; its logits are sent back as the global knowledge.", FEDGEMS_PAPER),
+})
+
+LOGIT_PROTOCOLS = ("fedmd", "ds-fl", "fedgems")
+
 # ---------------------------------------------------------------- attacks
 
 _LBFGS_PARAMS = (
@@ -146,6 +205,25 @@ def cafe_check(p) -> None:
     if p["cafe_loop"] == "nested" and 2 * p["phase_iterations"] >= p["iterations"]:
         raise ParamError("phase_iterations", f"the nested loop needs 2 × phase_iterations < iterations "
                          f"({p['iterations']}) so Step III gets a turn; got {p['phase_iterations']}")
+
+
+def pli_check(p) -> None:
+    if p["protocol"] == "ds-fl" and p.get("prior") == "restored":
+        raise ParamError("prior", "restored needs the public labels, which ds-fl does not have: choose auto "
+                         "or mean")
+
+
+_INVERSION_PARAMS = (
+    Param("inversion_epochs", "int", 10, "epochs the inversion network trains on each round's logits",
+          low=1, high=500, paper=PLI_PAPER),
+    Param("lr", "float", 1e-3, "Adam learning rate of the inversion network (weight decay 1e-4)", low=1e-5,
+          high=0.1, log=True, paper=PLI_PAPER, label="Learning rate"),
+    Param("temperature", "float", 3.0, "τ: softmax temperature applied to the logits (higher: more of the "
+          "non-top classes survive — accuracy up, image quality down)", low=0.05, high=50.0, log=True,
+          paper=PLI_PAPER, label="Temperature τ"),
+    Param("inversion_width", "int", 32, "channels of the inversion network's last layer (×2, ×4 before)",
+          low=4, high=256, label="Inversion network width"),
+)
 
 
 def _adam_lr(paper: str) -> Param:
@@ -306,6 +384,42 @@ ATTACKS = {
                    "which sample indices each batch holds — it chooses them (data index alignment)"),
         run=cafe, check=cafe_check,
     ),
+    "pli": Component(
+        "attack", "pli", "PLI — paired-logits inversion",
+        "Trains an inversion network per client on pairs (server softmax, client softmax) of the clean public "
+        "images, then asks it for the pair a private class should give: the client certain, the server unsure "
+        "(the confidence gap, closed form). A prior from the public insensitive images regularises it; of "
+        "several clients the most distinct, cleanest reconstruction wins.",
+        params=_INVERSION_PARAMS + (
+            Param("prior_weight", "float", 0.03, "γ: pull towards the prior image of each class (higher: cleaner "
+                  "images, fewer distinctive features)", low=0.0, high=10.0, paper=PLI_PAPER, label="Prior weight γ"),
+            Param("prior", "choice", "auto", "the prior x̄: restored = per class, the mean of its insensitive "
+                  "public images deblurred (Richardson–Lucy) or inpainted (needs labels); mean = the mean clean "
+                  "public image; auto = restored when the public set is labelled", choices=("auto", "restored", "mean"),
+                  paper=PLI_PAPER, label="Prior"),
+            Param("alpha", "float", 5.0, "α: weight of the server's entropy in Q (sets how unsure the optimal "
+                  "server output is)", low=0.1, high=100.0, log=True, paper=PLI_PAPER, label="Entropy weight α"),
+            Param("beta", "float", 0.1, "β: TV weight when choosing the best client's reconstruction", low=0.0,
+                  high=10.0, paper=PLI_PAPER, label="Client-choice TV weight β"),
+            Param("compare_tbi", "bool", True, "also train the TBI baseline alongside and show it beside PLI",
+                  label="Show the TBI baseline"),
+        ),
+        paper=PLI_PAPER, protocols=LOGIT_PROTOCOLS, check=pli_check,
+        knowledge=("every client's logits on the public images, every round (after any defense)",
+                   "the public images, and which classes are the private targets",
+                   "its own model's logits on the public images"),
+        run=pli,
+    ),
+    "tbi": Component(
+        "attack", "tbi", "TBI — training-based inversion (baseline)",
+        "Trains one inversion network from the clients' logits to the image over the whole public set, then "
+        "asks it for each private class's one-hot output. It learns what the public (blurred or masked) "
+        "images of a class look like.",
+        params=_INVERSION_PARAMS, paper=TBI_PAPER, protocols=LOGIT_PROTOCOLS,
+        knowledge=("every client's logits on the public images, every round (after any defense)",
+                   "the public images, and which classes are the private targets"),
+        run=tbi,
+    ),
 }
 
 # ---------------------------------------------------------------- defenses
@@ -315,7 +429,7 @@ _DP_CLIP = Param("dp_clip", "float", 0.0, "clip the payload's L2 norm to this be
 
 DEFENSES = {
     "none": Component("defense", "none", "No defense", "The client sends its payload as computed.",
-                      protocols=("fedsgd", "fedavg", "vfl"), payload="any"),
+                      protocols=("fedsgd", "fedavg", "vfl") + LOGIT_PROTOCOLS, payload="any"),
     "dp-gaussian": Component(
         "defense", "dp-gaussian", "Gaussian noise (DP-style)",
         "Clip the payload's norm (the gradient, or the uploaded weights), then add Gaussian noise to every entry.",
@@ -346,6 +460,31 @@ DEFENSES = {
                 Param("fake_candidates", "int", 1000, "ν: sorted noise vectors to pick the nearest from",
                       low=1, high=10000, group="defense", paper=CAFE_PAPER, label="Candidates ν")),
         protocols=("vfl",), payload="any", paper=CAFE_PAPER),
+    "logit-noise": Component(
+        "defense", "logit-noise", "Noise on logits",
+        "Each client adds Gaussian noise to every logit it shares.",
+        params=(Param("logit_sigma", "float", 1.0, "standard deviation of the noise, in logit units", low=0.0,
+                      high=100.0, group="defense", label="Noise σ"),),
+        protocols=LOGIT_PROTOCOLS, payload="logits"),
+    "logit-rounding": Component(
+        "defense", "logit-rounding", "Rounded logits",
+        "Each client quantises its logits to multiples of a step before sharing them.",
+        params=(Param("logit_step", "float", 1.0, "the quantisation step, in logit units", low=1e-3, high=100.0,
+                      log=True, group="defense", label="Step"),),
+        protocols=LOGIT_PROTOCOLS, payload="logits"),
+    "top-k": Component(
+        "defense", "top-k", "Top-k only",
+        "Each client shares only its k most likely classes' probabilities; the rest of the mass is spread "
+        "evenly over the other classes.",
+        params=(Param("top_k", "int", 1, "classes shared per image", low=1, high=1000, group="defense",
+                      label="k"),),
+        protocols=LOGIT_PROTOCOLS, payload="logits"),
+    "logit-temperature": Component(
+        "defense", "logit-temperature", "Flattened logits (temperature)",
+        "Each client divides its logits by a temperature before sharing them (flatter, less confident outputs).",
+        params=(Param("send_temperature", "float", 10.0, "the divisor", low=0.01, high=1000.0, log=True,
+                      group="defense", label="Temperature"),),
+        protocols=LOGIT_PROTOCOLS, payload="logits"),
 }
 
 CHOICE_PARAMS = (
@@ -371,6 +510,8 @@ def private_images(p) -> int:
     """How many private images a scenario's client holds (what the attack must rebuild)."""
     if p["protocol"] == "fedavg":
         return fedavg.local_images(p)
+    if p["protocol"] in LOGIT_PROTOCOLS:
+        return p["target_classes"]
     return p["n_samples"] if p["protocol"] == "vfl" else p["batch_size"]
 
 

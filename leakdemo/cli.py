@@ -123,7 +123,28 @@ def _summary(ev: Finished) -> str:
     return (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {la}, "
             f"{ev.iterations} iterations in {ev.seconds:.1f} s"
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
-            + "".join(f"\n  {line}" for line in _vfl_lines(m)))
+            + "".join(f"\n  {line}" for line in _vfl_lines(m) + _logit_lines(m)))
+
+
+def _logit_lines(m: dict) -> list[str]:
+    """Logit sharing extras: the PLI paper's attack accuracy (and TBI's beside it), and client accuracy."""
+    lines = []
+    if "attack_accuracy" in m:
+        text = (f"attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{len(m['success'])} target "
+                f"classes), SSIM to the class mean {m['ssim_to_mean']:.3f}; PSNR/SSIM above are against each "
+                "target class's mean private image")
+        if "baseline_attack_accuracy" in m:
+            text += (f"\n  TBI baseline alongside: attack accuracy {m['baseline_attack_accuracy']:.2f}, SSIM to "
+                     f"the class mean {m['baseline_ssim_to_mean']:.3f}")
+        lines.append(text)
+    u = m.get("utility")
+    if u and "steps" not in u:
+        def mean(v):
+            return sum(v) / len(v)
+        text = f"client test accuracy {mean(u['defended']):.3f}"
+        text += f" with this defense, {mean(u['clean']):.3f} without" if "clean" in u else " (no defense)"
+        lines.append(text)
+    return lines
 
 
 def _vfl_lines(m: dict) -> list[str]:
@@ -135,7 +156,7 @@ def _vfl_lines(m: dict) -> list[str]:
     if "sample_ids" in m:
         lines.append(f"scored on the {len(m['sample_ids'])} samples of the one batch the attack saw")
     u = m.get("utility")
-    if u:
+    if u and "steps" in u:
         def span(c):
             return f"{c[0]:.3f} → {sum(c[-10:]) / len(c[-10:]):.3f}"
         text = f"training loss over {u['steps']} SGD steps (lr {u['lr']:g}): {span(u['defended'])}"
@@ -181,7 +202,9 @@ def bench_one(scenario: Scenario) -> dict:
             return {"first_frame_s": first_frame, "it_per_s": ev.iterations / max(ev.seconds, 1e-9),
                     "to_20db_s": t20, "to_30db_s": t30, "psnr": ev.metrics["psnr"], "ssim": ev.metrics["ssim"],
                     "label_accuracy": ev.metrics["label_accuracy"], "seconds": ev.seconds,
-                    "iterations": ev.iterations, "matching_rate": ev.metrics.get("matching_rate")}
+                    "iterations": ev.iterations, "matching_rate": ev.metrics.get("matching_rate"),
+                    "attack_accuracy": ev.metrics.get("attack_accuracy"),
+                    "baseline_attack_accuracy": ev.metrics.get("baseline_attack_accuracy")}
     raise LeakdemoError("the run ended without a result")
 
 
@@ -212,7 +235,10 @@ def cmd_bench(args) -> int:
             rows.append(r)
             print(f"{name:<16}{r['images'][:21]:<22}{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
                   f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{r['seconds']:>9.1f}"
-                  + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}"), flush=True)
+                  + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}")
+                  + ("" if r["attack_accuracy"] is None else f"   attack accuracy {r['attack_accuracy']:.2f}")
+                  + ("" if r["baseline_attack_accuracy"] is None else f" (TBI {r['baseline_attack_accuracy']:.2f})"),
+                  flush=True)
         if len(image_lists) > 1:
             mine = [r for r in rows if r["preset"] == name]
             t30 = [r["to_30db_s"] for r in mine if r["to_30db_s"] is not None]

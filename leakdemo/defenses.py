@@ -1,7 +1,7 @@
 """Client-side defenses: transforms of the payload (a list of tensors) before it leaves the client.
 
-They are written for any list of tensors, so the same names serve gradients (FedSGD) and, later,
-weight updates (FedAvg). Randomness comes from an explicit generator for reproducibility.
+They are written for any list of tensors, so the same names serve gradients (FedSGD), weight updates
+(FedAvg), the workers' gradients (vertical FL) and logits on the public set (FedMD and its variants). Randomness comes from an explicit generator for reproducibility.
 """
 from __future__ import annotations
 
@@ -94,6 +94,26 @@ def fake_gradients(payload: Payload, sigma: float, candidates: int, g: torch.Gen
     return out
 
 
+def round_logits(payload: Payload, step: float) -> Payload:
+    """Quantise every logit to a multiple of `step` (coarser numbers carry less of the confidence gap)."""
+    return [torch.round(t / step) * step for t in payload]
+
+
+def top_k_only(payload: Payload, k: int) -> Payload:
+    """Share only each row's k largest probabilities; the rest of the mass is spread evenly over the other
+    classes (sent as log-probabilities, so the server still receives logits)."""
+    out = []
+    for t in payload:
+        prob = torch.softmax(t, -1)
+        k_eff = min(k, t.shape[-1])
+        top, idx = prob.topk(k_eff, -1)
+        rest = (1 - top.sum(-1, keepdim=True)).clamp(min=0) / max(t.shape[-1] - k_eff, 1)
+        shared = rest.expand_as(prob).clone()
+        shared.scatter_(-1, idx, top)
+        out.append(shared.clamp(min=1e-12).log())
+    return out
+
+
 def apply_defense(name: str, payload: Payload, params: dict, g: torch.Generator) -> Payload:
     """Apply defense `name` with its parameters (already validated by the catalog)."""
     payload = [t.detach() for t in payload]
@@ -107,4 +127,12 @@ def apply_defense(name: str, payload: Payload, params: dict, g: torch.Generator)
         return fake_gradients(payload, params["fake_sigma"], params["fake_candidates"], g)
     if name == "prune":
         return prune_smallest(payload, params["prune_ratio"])
+    if name == "logit-noise":
+        return gaussian_noise(payload, params["logit_sigma"], g)
+    if name == "logit-rounding":
+        return round_logits(payload, params["logit_step"])
+    if name == "top-k":
+        return top_k_only(payload, params["top_k"])
+    if name == "logit-temperature":
+        return [t / params["send_temperature"] for t in payload]
     raise ValueError(f"defense: unknown defense {name!r}")

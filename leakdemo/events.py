@@ -38,6 +38,8 @@ class Progress:
     matching: dict | None = None  # AGIC multi-epoch, once: {"rate", "correct": [bool], "views": [(E, H, W, 3)]}
     checks: dict | None = None  # CAFE: {"step1_error", "step2_error"}, relative to the truth (scored by the Runner)
     sample_ids: list[int] | None = None  # which private samples `images` show (None: all of them, in order)
+    baseline: np.ndarray | None = None  # PLI: the TBI baseline's class reconstructions, trained alongside
+    success: list[bool] | None = None  # PLI/TBI: per target class, whether the attack-accuracy test passes
     event: str = "progress"
 
 
@@ -49,6 +51,7 @@ class Finished:
     seconds: float
     iterations: int
     history: dict = field(default_factory=dict)
+    baseline: np.ndarray | None = None  # PLI: the TBI baseline's final class reconstructions
     event: str = "finished"
 
 

@@ -145,3 +145,20 @@ def matching_check(views: torch.Tensor, where: list, truth: torch.Tensor, member
         for i, r in enumerate(order):
             identity[items[r]] = used[i]
     return [all(identity[(s, e)] == identity[(s, 0)] for e in range(len(row))) for s, row in enumerate(where)]
+
+
+def attack_accuracy(recon: torch.Tensor, private_means: torch.Tensor, public_means: list[torch.Tensor]) -> dict:
+    """The PLI paper's attack accuracy. Target class j succeeds when its reconstruction is more similar
+    (SSIM) to j's mean private image than to every other target's mean private image and to every mean
+    public image (each class's clean and insensitive public means). Returns the share of successes,
+    the per-class verdicts and the mean SSIM to the own class mean."""
+    recon = to_unit(recon)
+    refs = torch.cat([private_means.float(), torch.stack(public_means).float()]) if public_means else private_means
+    n = len(recon)
+    sims = np.stack([ssim(recon, refs[r].expand_as(recon)) for r in range(len(refs))], 1)  # (n, refs)
+    own = sims[np.arange(n), np.arange(n)]
+    others = sims.copy()
+    others[np.arange(n), np.arange(n)] = -np.inf
+    success = own > others.max(1)
+    return {"attack_accuracy": float(success.mean()), "ssim_to_mean": float(own.mean()),
+            "success": success.tolist()}

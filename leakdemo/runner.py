@@ -119,6 +119,8 @@ class Run:
         history = {k: Thinned(MAX_HISTORY) for k in ("iteration", "seconds", "loss", "psnr", "ssim")}
         if truth.checks is not None:  # e.g. CAFE's Step I/II errors, scored here against the truth
             history.update({k: Thinned(MAX_HISTORY) for k in ("step1_error", "step2_error")})
+        if truth.judge is not None:  # PLI: attack accuracy, and the TBI baseline's when it runs alongside
+            history.update({k: Thinned(MAX_HISTORY) for k in JUDGED})
         last_eval, last, status = -1.0, first, "finished"
         eval_cost = 0.0  # seconds one scoring takes: big data sets are scored less often, so the attack keeps the CPU
         matching = None
@@ -141,6 +143,8 @@ class Run:
             t_eval = time.perf_counter()
             sc = metrics.score(step.images, _truth_for(step, truth_images), aligned=step.aligned)
             checks = truth.checks(step.internals) if (truth.checks and step.internals) else {}
+            checks.update(_judged(truth, step))
+            success = checks.pop("success", None)
             eval_cost = time.perf_counter() - t_eval
             eta = (step.total - step.iteration) * now / max(step.iteration, 1)
             order = torch.as_tensor(sc["order"])
@@ -151,7 +155,8 @@ class Run:
             self.keyframes.offer((step.iteration, images))
             yield Progress(step.iteration, step.total, round(now, 4), _finite(step.loss), round(sc["psnr"], 3),
                            round(sc["ssim"], 4), round(eta, 2), step.labels, step.note, images,
-                           [round(v, 2) for v in sc["psnr_per_image"]], fresh, checks or None, step.sample_ids)
+                           [round(v, 2) for v in sc["psnr_per_image"]], fresh, checks or None, step.sample_ids,
+                           _baseline(step), success)
         seconds = time.perf_counter() - t0
         if self._stop.is_set():
             status = "stopped"
@@ -173,6 +178,8 @@ class Run:
             result["sample_ids"] = list(last.sample_ids)
         if truth.checks is not None and last.internals:
             result.update({k: float(f"{v:.4g}") for k, v in truth.checks(last.internals).items()})
+        if truth.judge is not None:
+            result.update({k: (round(v, 4) if k != "success" else v) for k, v in _judged(truth, last).items()})
         if truth.utility is not None:
             result["utility"] = truth.utility()
         if matching is None and last.matching is not None:
@@ -181,7 +188,7 @@ class Run:
             result["matching_rate"] = matching["rate"]
             result["matching"] = matching
         yield Finished(status, result, images, round(seconds, 3), last.iteration,
-                       {k: v.items for k, v in history.items()})
+                       {k: v.items for k, v in history.items()}, _baseline(last))
 
 
 def _matching(report: dict, truth) -> dict:
@@ -191,6 +198,26 @@ def _matching(report: dict, truth) -> dict:
     views = report["views"]
     return {"rate": round(sum(ok) / len(ok), 4), "correct": ok,
             "views": [to_hwc(views[s]) for s in range(len(views))]}
+
+
+JUDGED = ("attack_accuracy", "ssim_to_mean", "baseline_attack_accuracy", "baseline_ssim_to_mean")
+
+
+def _judged(truth, step) -> dict:
+    """Attack accuracy of a step's class reconstructions (and of the baseline's, when it carries one)."""
+    if truth.judge is None:
+        return {}
+    j = truth.judge(step.images)
+    out = {"attack_accuracy": j["attack_accuracy"], "ssim_to_mean": j["ssim_to_mean"], "success": j["success"]}
+    if step.internals and "baseline" in step.internals:
+        b = truth.judge(step.internals["baseline"])
+        out.update(baseline_attack_accuracy=b["attack_accuracy"], baseline_ssim_to_mean=b["ssim_to_mean"])
+    return out
+
+
+def _baseline(step) -> np.ndarray | None:
+    b = (step.internals or {}).get("baseline")
+    return None if b is None else to_hwc(b)
 
 
 def _truth_for(step, truth_images: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,8 @@ from torch import nn
 class Observation:
     """The payload a client sent, after its defense, plus the context a real server has."""
     kind: str  # "gradients" (FedSGD: a list of tensors), "weights" (FedAvg: a list of Update),
-    # "vfl" (vertical FL: a session the server queries with the batch indices it chooses)
+    # "vfl" (vertical FL: a session the server queries with the batch indices it chooses),
+    # "logits" (FedMD and variants: a list of LogitRound, the clients' logits on the public set)
     payload: Any
     description: str  # one sentence for the threat-model card
     context: dict[str, Any] = field(default_factory=dict)
@@ -66,6 +67,9 @@ class GroundTruth:
     # CAFE's Step I/II errors, and measures what the defense costs training. Both run in the Runner only.
     checks: Callable[[dict], dict[str, float]] | None = field(default=None, repr=False)
     utility: Callable[[], dict] | None = field(default=None, repr=False)
+    # Logit sharing: the images are each target class's mean private image, and `judge` scores a set of
+    # class reconstructions by the PLI paper's attack accuracy (it needs the other classes' means too).
+    judge: Callable[[torch.Tensor], dict] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -79,6 +83,7 @@ class Step:
     note: str | None = None  # something a person should see, e.g. "stalled: restarting with seed 2"
     final: bool = False  # the attack's chosen answer
     matching: dict | None = None  # AGIC multi-epoch: which pre-reconstructions it paired (see attacks/agic.py)
-    internals: dict | None = None  # intermediate estimates the Runner can check (CAFE: V and H per worker)
+    internals: dict | None = None  # intermediate estimates the Runner can check (CAFE: V and H per worker;
+    # PLI: "baseline", the TBI reconstructions trained alongside, judged like the main ones)
     sample_ids: list[int] | None = None  # which private samples `images` stand for (default: all, in order)
     aligned: bool = False  # True: images[i] is sample_ids[i] (the attacker knows which); False: any order

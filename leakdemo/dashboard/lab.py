@@ -34,6 +34,7 @@ CSS = f"""
 h1 {{font-size: 2.3rem !important;}}
 .ld-orig {{color: {ORIGINAL_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}
+.ld-base {{color: #555; font-weight: 700; font-size: 1.15rem;}}
 [data-testid="stMetricValue"] {{font-size: 2.1rem;}}
 </style>
 """
@@ -145,7 +146,13 @@ def sidebar() -> tuple:
 
     sb.markdown("**Private data**")
     param_widget(catalog.PROTOCOLS[s["protocol"]].param("data"), sb)
-    uploads = _data_widgets(sb, st.session_state.get("w_data", s["data"]))
+    if s["protocol"] in catalog.LOGIT_PROTOCOLS:  # the federation's data is built, not picked or uploaded
+        uploads = []
+        for p in groups.get("data", []):
+            if p.name not in ("data", "image_size"):
+                param_widget(p, sb)
+    else:
+        uploads = _data_widgets(sb, st.session_state.get("w_data", s["data"]))
     for p in groups.get("protocol", []):
         param_widget(p, sb)
     with sb.expander("Model and image size"):
@@ -249,6 +256,11 @@ def threat_card(s) -> None:
             c1.markdown("**Batch indices:** chosen by the server every iteration (data index alignment) — "
                         + ("CAFE uses them to tell the samples apart." if s["attack"] == "cafe" else
                            "DLG ignores them and attacks one batch's gradient."))
+        if s["protocol"] in catalog.LOGIT_PROTOCOLS:
+            c1.markdown("**No gradients, no weights:** only predictions on public images. "
+                        + ("PLI pairs each client's logits with its own model's and exploits the confidence gap "
+                           "on classes only that client has seen." if s["attack"] == "pli" else
+                           "TBI inverts the client logits alone."))
         c2.markdown("**Assumed to know:**\n" + "\n".join(f"- {k}" for k in attack.knowledge))
         knobs = [f"{p.name} = {s[p.name]}" for p in protocol.params if p.defends]
         st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
@@ -315,7 +327,11 @@ def live_panel() -> None:
     per = fin.metrics["psnr_per_image"] if fin is not None else (latest.psnr_per_image or [] if latest else [])
     ids = fin.metrics.get("sample_ids") if fin is not None else (latest.sample_ids if latest else None)
     originals = started.originals if ids is None else started.originals[np.asarray(ids)]
-    if len(started.originals) >= MOSAIC_FROM:
+    if started.scenario["params"].get("protocol") in catalog.LOGIT_PROTOCOLS:
+        src = fin if fin is not None else latest
+        success = fin.metrics.get("success") if fin is not None else (latest.success if latest else None)
+        _classes_panel(started, images, getattr(src, "baseline", None), success, latest)
+    elif len(started.originals) >= MOSAIC_FROM:
         frame = ("final", fin.iterations) if fin is not None else ("live", latest.iteration if latest else -1)
         _dataset_panel(started, originals, images, per, ids, frame)
     else:
@@ -333,7 +349,9 @@ def live_panel() -> None:
                        "Hungarian algorithm before scoring.")
     if matching:
         _matching_panel(matching)
-    if fin is not None:
+    if fin is not None and "attack_accuracy" in fin.metrics:
+        _logit_metrics(fin, started.scenario["params"]["attack"])
+    elif fin is not None:
         m = fin.metrics
         cols = st.columns(5)
         cols[0].metric("PSNR", f"{m['psnr']:.1f} dB", help="peak 1, images in [0, 1], averaged per image")
@@ -422,6 +440,55 @@ def _dataset_panel(started, originals: np.ndarray, images, per: list, ids, frame
                    "scored against its own original (the server chose the indices, so it knows which is which).")
 
 
+def _classes_panel(started, images, baseline, success, latest) -> None:
+    """Logit sharing: per private target class, its mean private image, the attack's reconstruction (✓ when
+    it passes the paper's attack-accuracy test) and, beside it, the TBI baseline's."""
+    params = started.scenario["params"]
+    n = len(started.originals)
+    cell = 96 if n <= 10 else 64
+    rows, labels = [list(started.originals)], ["Private class mean (never sent)"]
+    name = "PLI" if params["attack"] == "pli" else "TBI"
+    if images is not None:
+        rows.append(list(images))
+        labels.append(f"{name} reconstruction (what the server rebuilt)")
+    if baseline is not None:
+        rows.append(list(baseline))
+        labels.append("TBI baseline (client logits only)")
+    frame = latest.iteration if latest is not None else -1
+    for i, (text, cls, row) in enumerate(zip(labels, ("ld-orig", "ld-recon", "ld-base"), rows)):
+        st.markdown(f'<span class="{cls}">{text}</span>', unsafe_allow_html=True)
+        st.image(_png_once(("classes", id(started), i, -1 if i == 0 else frame), lambda: grid([row], cell)))
+    marks = "  ".join(f"{('✓' if ok else '✗')} {nm.split(' (')[0]}" for ok, nm in zip(success or [], started.names))
+    if marks:
+        st.caption(marks)
+    if latest is not None and params.get("inversion_epochs"):
+        rnd = min(params["rounds"], latest.iteration // params["inversion_epochs"] + 1)
+        st.caption(f"Communication round {rnd} of {params['rounds']}: each round brings the clients' new logits "
+                   "and the inversion networks train on them. ✓ = the reconstruction is more similar (SSIM) to "
+                   "its class's mean private image than to any other class's mean private or public image (the "
+                   "PLI paper's attack accuracy), checked by the dashboard, never by the attack.")
+
+
+def _logit_metrics(fin, attack: str) -> None:
+    m = fin.metrics
+    cols = st.columns(5)
+    name = attack.upper()
+    cols[0].metric(f"Attack accuracy ({name})", f"{m['attack_accuracy']:.0%}",
+                   help="share of private target classes whose reconstruction is closest (SSIM) to their own "
+                        "mean private image")
+    if m.get("baseline_attack_accuracy") is not None:
+        cols[1].metric("Attack accuracy (TBI)", f"{m['baseline_attack_accuracy']:.0%}")
+    cols[2].metric("SSIM to class mean", f"{m['ssim_to_mean']:.3f}")
+    u = m.get("utility") or {}
+    if u.get("defended"):
+        acc = sum(u["defended"]) / len(u["defended"])
+        delta = None if "clean" not in u else f"{acc - sum(u['clean']) / len(u['clean']):+.1%} vs no defense"
+        cols[3].metric("Client accuracy", f"{acc:.1%}", delta=delta,
+                       help="the clients' accuracy on held-out clean images of the private classes: what the "
+                            "federation is for")
+    cols[4].metric("Time", f"{fin.seconds:.1f} s")
+
+
 def _matching_panel(m: dict) -> None:
     """AGIC over several epochs: which pre-reconstructions it paired, checked outside the attack."""
     with st.container(border=True):
@@ -434,9 +501,26 @@ def _matching_panel(m: dict) -> None:
                    "the dashboard, never by the attack.")
 
 
+def _accuracy_chart(c: dict):
+    """PLI (and TBI beside it): the paper's attack accuracy as the rounds go by."""
+    fig = go.Figure()
+    for key, name, color in (("attack_accuracy", "this attack", RECON_COLOR),
+                             ("baseline_attack_accuracy", "TBI baseline", "#555")):
+        pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
+        if pts:
+            fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name,
+                                     line=dict(color=color, width=3)))
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Attack accuracy (share of target classes)",
+                      xaxis_title="inversion epoch", yaxis=dict(range=[0, 1.05], tickformat=".0%"),
+                      legend=dict(orientation="h", y=-0.25), font=dict(size=14))
+    return fig
+
+
 def _steps_chart(handle):
     """CAFE's Steps I and II: how far its per-sample estimates are from the truth (scored by the Runner)."""
     c = {k: v.items for k, v in handle.curves.items()}
+    if any(v is not None for v in c["attack_accuracy"]):
+        return _accuracy_chart(c)
     if not any(v is not None for v in c["step1_error"]):
         return None
     fig = go.Figure()
@@ -476,6 +560,8 @@ def chart_panel() -> None:
     left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
     right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
     utility = fin.metrics.get("utility") if fin is not None else None
+    if utility and "steps" not in utility:  # logit sharing: client accuracy is a metric above, not a curve
+        utility = None
     if steps is not None or utility:
         left, right = st.columns(2)
         if steps is not None:
@@ -530,9 +616,13 @@ def main() -> None:
     if problem:
         c3.error(problem)
     elif scenario is not None:
-        model = scenario.get("model") or f"{scenario['workers']} {scenario['worker_model']} workers"
+        if scenario["protocol"] in catalog.LOGIT_PROTOCOLS:
+            model, what = f"{scenario['clients']} client(s) sharing logits", "private target class(es)"
+        else:
+            model = scenario.get("model") or f"{scenario['workers']} {scenario['worker_model']} workers"
+            what = "private image(s)"
         c3.caption(f"Scenario: preset **{scenario.preset}**, {scenario['attack']} on {model}, "
-                   f"{catalog.private_images(scenario)} private image(s), {scenario['image_size']}×{scenario['image_size']} px, "
+                   f"{catalog.private_images(scenario)} {what}, {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
     live = st.session_state.get("live", False)
     st.fragment(run_every=POLL_SECONDS if live else None)(live_panel)()

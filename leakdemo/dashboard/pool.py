@@ -24,7 +24,8 @@ MAX_RUNNING = int(os.environ.get("LEAKDEMO_MAX_RUNS", "2"))
 ABANDON_AFTER = 15.0  # seconds without a poll -> the tab is gone, stop the run
 
 
-CHECKS = ("step1_error", "step2_error")  # CAFE's Step I/II errors (Progress.checks), None elsewhere
+CHECKS = ("step1_error", "step2_error",  # CAFE's Step I/II errors (Progress.checks), None elsewhere
+          "attack_accuracy", "baseline_attack_accuracy")  # PLI and the TBI baseline beside it
 CURVES = ("iteration", "psnr", "ssim", "loss") + CHECKS
 
 
@@ -97,7 +98,8 @@ def build_artifacts(scenario: Scenario, started: Started, fin: Finished, keyfram
     from ..artifacts import gif_bytes, matching_png, metrics_csv, metrics_json, pair_grid, png_bytes, shown_originals
     originals = shown_originals(started.originals, fin.metrics)
     out = {
-        "grid.png": png_bytes(pair_grid(originals, fin.images, psnr=fin.metrics["psnr_per_image"])),
+        "grid.png": png_bytes(pair_grid(originals, fin.images, psnr=fin.metrics["psnr_per_image"],
+                                        baseline=fin.baseline)),
         "progress.gif": gif_bytes(originals, keyframes),
         "metrics.csv": metrics_csv(fin.history).encode(),
         "metrics.json": metrics_json(fin),

@@ -1,0 +1,229 @@
+"""PLI — Paired-Logits Inversion (Takahashi, Liu, Liu, CVPR 2023) — and its baseline TBI.
+
+A malicious FedMD server sees only logits on the public set. It trains, per client k, an inversion
+network G_k that maps the *pair* (server softmax, client softmax) at temperature τ back to the image,
+on the clean public images D₀ only (Eq. 3, with a prior term γ). For a private target class j it then
+feeds the pair that maximises Q = p_j^k + p_j^0 + α·H(p^0) (Eq. 6, closed form): the client certain of
+j, the server unsure — the confidence gap a client shows on data only it has seen. G_k is also pulled
+towards a prior image of j (Eq. 10), and of the K clients' reconstructions the most distinct and
+cleanest is kept (Eq. 11: low SSIM to the others + β·TV).
+
+TBI (training-based inversion) trains one network on client logits alone, over the whole public set,
+and asks it for the one-hot of j: it learns what the public — blurred or masked — images of j look like.
+
+Both use the observation only: public images, the logits of every round, and the server's own model.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from skimage import restoration
+from torch import nn
+
+from .. import identities
+from ..metrics import ssim
+from ..threat import Knowledge, Observation, Step
+
+BATCH = 16
+WEIGHT_DECAY = 1e-4  # the paper's
+RESTORE_ITERATIONS = 30
+
+
+def optimal_pair(j: int, classes: int, alpha: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 6: the (server, client) softmax outputs that maximise Q for target class j. The client is
+    one-hot at j; the server puts e^{1/α} / (J − 1 + e^{1/α}) on j and 1 / (J − 1 + e^{1/α}) elsewhere
+    (each row sums to 1 — the authors' code does not, the paper does)."""
+    e = float(np.exp(1.0 / alpha))
+    server = torch.full((classes,), 1.0 / (classes - 1 + e))
+    server[j] = e / (classes - 1 + e)
+    return server, F.one_hot(torch.tensor(j), classes).float()
+
+
+def q_value(server: torch.Tensor, client: torch.Tensor, j: int, alpha: float) -> float:
+    """Eq. 4: Q = p_j^k + p_j^0 + α·H(p^0)."""
+    entropy = -(server * server.clamp(min=1e-30).log()).sum()
+    return float(client[j] + server[j] + alpha * entropy)
+
+
+class Inverter(nn.Module):
+    """TBI's inversion network (the paper's Code 2), narrower: transposed convolutions from a 4×4 seed
+    doubling to the image side, BatchNorm + tanh, output in [0, 1]."""
+
+    def __init__(self, inputs: int, size: int, width: int):
+        super().__init__()
+        ups = int(np.log2(size // 4))
+        chans = [width * 2 ** (ups - 1 - i) for i in range(ups)]  # e.g. 4w, 2w, w for 32 px
+        layers = [nn.ConvTranspose2d(inputs, chans[0], 4), nn.BatchNorm2d(chans[0]), nn.Tanh()]
+        for a, b in zip(chans, chans[1:] + [1]):
+            layers += [nn.ConvTranspose2d(a, b, 4, stride=2, padding=1)]
+            layers += [nn.BatchNorm2d(b), nn.Tanh()] if b != 1 else [nn.Tanh()]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return (self.net(z[:, :, None, None]) + 1) / 2
+
+
+def total_variation(x: torch.Tensor) -> torch.Tensor:
+    """Mean absolute difference of neighbouring pixels, per image."""
+    return ((x[..., 1:, :] - x[..., :-1, :]).abs().flatten(1).mean(1)
+            + (x[..., :, 1:] - x[..., :, :-1]).abs().flatten(1).mean(1))
+
+
+def restore(img: np.ndarray, gap: str) -> np.ndarray:
+    """The attacker's translation A_φ from the insensitive domain back to the clean one, with
+    scikit-image instead of a GAN: Richardson–Lucy deconvolution of the known blur, or biharmonic
+    inpainting of the mask."""
+    if gap == "mask":
+        return restoration.inpaint_biharmonic(img, identities.mask_region(img.shape[0]))
+    size = img.shape[0]
+    r = max(1, int(np.ceil(3 * identities.BLUR_SIGMA * size)))
+    ax = np.arange(-r, r + 1)
+    psf = np.exp(-(ax[:, None] ** 2 + ax[None] ** 2) / (2 * (identities.BLUR_SIGMA * size) ** 2))
+    padded = np.pad(img, 2 * r, mode="edge")  # deconvolving without padding rings at the borders
+    sharp = restoration.richardson_lucy(padded, psf / psf.sum(), num_iter=RESTORE_ITERATIONS)
+    return np.clip(sharp[2 * r:-2 * r, 2 * r:-2 * r], 0, 1)
+
+
+def priors(obs: Observation, mode: str) -> torch.Tensor:
+    """x̄ per class (J, 1, S, S): Eq. 8 (the mean clean public image, for every class) or Eq. 9 (per class,
+    the mean of its restored insensitive images; needs public labels)."""
+    ctx = obs.context
+    x = ctx["public_images"]
+    mean = x[ctx["clean"]].mean(0)
+    out = mean.expand(ctx["classes"], *mean.shape).clone()
+    if mode == "auto":
+        mode = "restored" if ctx["public_labels"] is not None else "mean"
+    if mode == "restored":
+        xa, ya = x[ctx["insensitive"]], ctx["public_labels"][ctx["insensitive"]]
+        for c in torch.unique(ya).tolist():
+            imgs = [restore(im[0].numpy().astype(np.float64), ctx["gap"]) for im in xa[ya == c]]
+            out[c] = torch.from_numpy(np.mean(imgs, 0)).float()[None]
+    return out
+
+
+class InversionTrainer:
+    """One inversion network and its optimiser."""
+
+    def __init__(self, inputs: int, size: int, width: int, lr: float, seed: int, device):
+        self.net = Inverter(inputs, size, width)
+        g = torch.Generator().manual_seed(seed)  # never the global RNG: concurrent runs stay reproducible
+        with torch.no_grad():
+            for layer in self.net.net:
+                if isinstance(layer, nn.ConvTranspose2d):
+                    bound = 1 / layer.weight[0].numel() ** 0.5
+                    layer.weight.copy_(torch.empty(layer.weight.shape).uniform_(-bound, bound, generator=g))
+                    layer.bias.copy_(torch.empty(layer.bias.shape).uniform_(-bound, bound, generator=g))
+        self.net = self.net.to(device)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+        self.g = torch.Generator().manual_seed(seed)
+
+    def epoch(self, z, x, prior, gamma, z_target=None, prior_target=None) -> float:
+        """One pass over (z → x): MSE to the image + γ·MSE to its prior (Eq. 3); then, when given, one step
+        on γ·MSE of the target classes' reconstructions to their priors (Eq. 10, Algorithm 1 line 8)."""
+        self.net.train()
+        order, total = torch.randperm(len(z), generator=self.g).to(z.device), 0.0
+        for i in range(0, len(z), BATCH):
+            idx = order[i:i + BATCH]
+            if len(idx) < 2:  # BatchNorm needs two
+                continue
+            out = self.net(z[idx])
+            loss = F.mse_loss(out, x[idx])
+            if gamma > 0:
+                loss = loss + gamma * F.mse_loss(out, prior[idx])
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+            total += float(loss.detach()) * len(idx)
+        if gamma > 0 and z_target is not None and len(z_target) > 1:
+            loss = gamma * F.mse_loss(self.net(z_target), prior_target)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+        return total / len(z)
+
+    @torch.no_grad()
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        self.net.eval()
+        return self.net(z)
+
+
+def pick_best(candidates: torch.Tensor, beta: float) -> int:
+    """Eq. 11: of the K clients' reconstructions of one class (K, C, H, W), the one least similar to the
+    others (sum of SSIM) plus β·TV."""
+    k = len(candidates)
+    if k == 1:
+        return 0
+    scores = []
+    for i in range(k):
+        others = torch.cat([candidates[:i], candidates[i + 1:]])
+        scores.append(float(ssim(candidates[i].expand_as(others), others).sum())
+                      + beta * float(total_variation(candidates[i:i + 1])))
+    return int(np.argmin(scores))
+
+
+def _softmax(logits: torch.Tensor, tau: float) -> torch.Tensor:
+    return F.softmax(logits / tau, 1)
+
+
+def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baseline: bool) -> Iterator[Step]:
+    ctx, rounds = obs.context, obs.payload
+    targets, classes, tau = ctx["targets"], ctx["classes"], p["temperature"]
+    gamma = p["prior_weight"] if paired else 0.0  # TBI as published: no prior
+    x = ctx["public_images"].to(device)
+    size, width, m = x.shape[-1], p["inversion_width"], p["inversion_epochs"]
+    clean = ctx["clean"]
+    prior = priors(obs, p["prior"]).to(device) if gamma > 0 else torch.zeros(classes, *x.shape[1:], device=device)
+    labels = ctx["public_labels"]
+    # x̄ for each public image: its class's prior (labelled), else the shared one
+    prior_x = prior[labels.to(device)] if labels is not None else prior[0].expand_as(x)
+    pairs = [optimal_pair(j, classes, p.get("alpha", 5.0)) for j in targets]
+    z_target = torch.stack([torch.cat(pr) for pr in pairs]).to(device)
+    onehots = torch.stack([pr[1] for pr in pairs]).to(device)
+    prior_target = prior[torch.tensor(targets, device=device)]
+    k = ctx["clients"]
+    nets = [InversionTrainer(2 * classes, size, width, p["lr"], p["seed"] + 500 + i, device) for i in range(k)] \
+        if paired else []
+    tbi = InversionTrainer(classes, size, width, p["lr"], p["seed"] + 499, device) if (baseline or not paired) else None
+    total = len(rounds) * m
+
+    def reconstruct():
+        if not paired:
+            return tbi(onehots)
+        cands = torch.stack([net(z_target) for net in nets], 1)  # (T, K, C, H, W)
+        return torch.stack([cands[t, pick_best(cands[t], p["beta"])] for t in range(len(targets))])
+
+    start = torch.full((len(targets), *x.shape[1:]), 0.5, device=device)
+    yield Step(0, total, float("nan"), start, aligned=True, note=f"round 1 of {len(rounds)}: training the "
+               f"inversion network{'s' if len(nets) > 1 else ''} on the public images' logits")
+    it = 0
+    for r in rounds:
+        server = _softmax(r.server.to(device), tau)
+        for e in range(m):
+            loss = 0.0
+            for net, client in zip(nets, r.clients):
+                z = torch.cat([server, _softmax(client.to(device), tau)], 1)
+                loss += net.epoch(z[clean], x[clean], prior_x[clean], gamma, z_target, prior_target) / k
+            if tbi is not None:  # TBI: client logits only, the whole public set, no prior (as published)
+                z = torch.cat([_softmax(c.to(device), tau) for c in r.clients])
+                tbi_loss = tbi.epoch(z, x.repeat(k, 1, 1, 1), None, 0.0)
+                if not paired:
+                    loss = tbi_loss
+            it += 1
+            note = (f"round {r.round + 2} of {len(rounds)}: new logits arrived" if e == m - 1 and r.round + 1 < len(rounds)
+                    else None)
+            internals = {"baseline": tbi(onehots)} if (paired and tbi is not None) else None
+            yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, note=note,
+                       final=False)
+    internals = {"baseline": tbi(onehots)} if (paired and tbi is not None) else None
+    yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, final=True)
+
+
+def pli(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    yield from _run(obs, kn, p, device, paired=True, baseline=p["compare_tbi"])
+
+
+def tbi(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+    yield from _run(obs, kn, p, device, paired=False, baseline=False)

@@ -1,0 +1,227 @@
+"""Logit sharing — FedMD, DS-FL and FedGEMS: clients never send gradients or weights, only their
+logits on a public data set (Appendix B of the PLI paper gives the three loops we follow).
+
+- fedmd: labelled public set; clients learn it, then their private data; each round they send logits,
+  the server averages them (consensus), clients digest the consensus (L1 on logits) and revisit their
+  private data. The server also trains its own model f₀ on the public set (the PLI server does).
+- ds-fl: unlabelled public set; clients train on private data, the server sharpens the averaged
+  predictions (entropy-reduction aggregation, temperature 0.1) and everyone distils on them.
+- fedgems: a larger server model learns from the public labels and from the clients' logits where they
+  are right and confident (selective knowledge fusion, ε = 0.75); its logits are the global knowledge.
+
+The observation is every round's client logits (after the client's defense) and the server's own
+model's logits on the same public images — the server trained that model itself.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import identities
+from ..defenses import apply_defense
+from ..threat import GroundTruth, Knowledge, Observation
+
+SCHEMES = ("fedmd", "ds-fl", "fedgems")
+ERA_TEMPERATURE = 0.1  # DS-FL's entropy-reduction aggregation
+FEDGEMS_EPSILON = 0.75  # FedGEMS: a client's prediction counts when right with at least this confidence
+BATCH = 32
+LR = 1e-3
+# epochs per round of each phase, from the PLI paper's Appendix C (local_epochs sets the initial training):
+# FedMD digests and revisits for 1 epoch, DS-FL and FedGEMS clients train 2 on each set, servers 1
+ROUND_EPOCHS = {"fedmd": 1, "ds-fl": 2, "fedgems": 2}
+
+
+@dataclass
+class LogitRound:
+    """What the server holds after one communication round."""
+    round: int
+    clients: list[torch.Tensor]  # per client: logits on the public set (N_p, J), as sent (after the defense)
+    server: torch.Tensor  # its own model f₀'s logits on the public set at that time
+
+
+def classifier(classes: int, size: int, width: int, g: torch.Generator) -> nn.Module:
+    """The PLI paper's client/server model (Code 1): one conv layer, ReLU, 3×3 max-pool, a linear layer."""
+    side = (size - 2) // 3
+    m = nn.Sequential(nn.Conv2d(1, width, 3), nn.ReLU(), nn.MaxPool2d(3), nn.Flatten(),
+                      nn.Linear(width * side * side, classes))
+    _init(m, g)
+    return m
+
+
+def large_classifier(classes: int, size: int, width: int, g: torch.Generator) -> nn.Module:
+    """FedGEMS's larger server model: two conv blocks and a hidden layer."""
+    side = ((size - 2) // 2 - 2) // 2
+    m = nn.Sequential(nn.Conv2d(1, 2 * width, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(2 * width, 2 * width, 3),
+                      nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(2 * width * side * side, 128), nn.ReLU(),
+                      nn.Linear(128, classes))
+    _init(m, g)
+    return m
+
+
+def _init(m: nn.Module, g: torch.Generator) -> None:
+    with torch.no_grad():
+        for p in m.parameters():
+            bound = 1 / max(1, p.shape[1:].numel() if p.dim() > 1 else p.numel()) ** 0.5
+            p.copy_(torch.empty(p.shape).uniform_(-bound, bound, generator=g))
+
+
+class Learner:
+    """A model with its own Adam optimiser and data order (so every party is reproducible)."""
+
+    def __init__(self, model: nn.Module, device, seed: int):
+        self.model = model.to(device)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=LR)
+        self.g = torch.Generator().manual_seed(seed)
+
+    def fit(self, x: torch.Tensor, target: torch.Tensor, loss: str, epochs: int) -> None:
+        self.model.train()
+        for _ in range(epochs):
+            order = torch.randperm(len(x), generator=self.g).to(x.device)
+            for i in range(0, len(x), BATCH):
+                idx = order[i:i + BATCH]
+                out = self.model(x[idx])
+                t = target[idx]
+                if loss == "ce":
+                    value = F.cross_entropy(out, t)
+                elif loss == "l1":  # FedMD's digest: match the consensus logits
+                    value = (out - t).abs().mean()
+                else:  # "soft": cross-entropy to soft targets (DS-FL), = KL up to a constant (FedGEMS)
+                    value = -(t * F.log_softmax(out, 1)).sum(1).mean()
+                self.opt.zero_grad()
+                value.backward()
+                self.opt.step()
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        self.model.eval()
+        return torch.cat([self.model(x[i:i + 256]) for i in range(0, len(x), 256)])
+
+    def accuracy(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        return float((self.logits(x).argmax(1) == y).float().mean())
+
+
+def _fedgems_targets(server_logits, client_logits, labels) -> torch.Tensor:
+    """Selective knowledge fusion: per public image, the mean prediction of the clients that are right and
+    confident (≥ ε); the label itself where none is."""
+    probs = torch.stack([F.softmax(l, 1) for l in client_logits])  # (K, N, J)
+    conf, pred = probs.max(2)
+    good = (pred == labels[None]) & (conf >= FEDGEMS_EPSILON)
+    mean = (probs * good[..., None]).sum(0) / good.sum(0).clamp(min=1)[:, None]
+    onehot = F.one_hot(labels, server_logits.shape[1]).float()
+    return torch.where(good.any(0)[:, None], mean, onehot)
+
+
+def federate(p: dict, data: identities.IdentitySet, device, defense: str):
+    """Run the scheme; returns the rounds the server saw and the clients' final learners."""
+    scheme, k, size, width = p["protocol"], p["clients"], p["image_size"], p["model_width"]
+    g = torch.Generator().manual_seed(p["seed"] + 7)
+    xp, yp = (t.to(device) for t in data.public)
+    private = [(x.to(device), y.to(device)) for x, y in data.private]
+    clients = [Learner(classifier(data.classes, size, width, g), device, p["seed"] + 100 + i) for i in range(k)]
+    make_server = large_classifier if scheme == "fedgems" else classifier
+    server = Learner(make_server(data.classes, size, width, g), device, p["seed"] + 99)
+    g_def = torch.Generator().manual_seed(p["seed"] + 8)
+    e, r_e = p["local_epochs"], ROUND_EPOCHS[scheme]
+
+    def send(c: Learner) -> torch.Tensor:
+        return apply_defense(defense, [c.logits(xp)], p, g_def)[0]
+
+    if scheme == "fedmd":
+        for c, (x, y) in zip(clients, private):
+            c.fit(xp, yp, "ce", e)  # transfer learning on the public set
+            c.fit(x, y, "ce", e)
+        server.fit(xp, yp, "ce", e)
+    else:
+        for c, (x, y) in zip(clients, private):
+            c.fit(x, y, "ce", e)
+        if scheme == "fedgems":
+            server.fit(xp, yp, "ce", e)
+    rounds, sent = [], None
+    for t in range(p["rounds"]):
+        if scheme == "fedmd":
+            sent = [send(c) for c in clients]
+            rounds.append(LogitRound(t, sent, server.logits(xp)))
+            consensus = torch.stack(sent).mean(0)
+            for c, (x, y) in zip(clients, private):
+                c.fit(xp, consensus, "l1", r_e)  # digest
+                c.fit(x, y, "ce", r_e)  # revisit
+            server.fit(xp, yp, "ce", 1)
+        elif scheme == "ds-fl":
+            if t > 0:
+                for c, (x, y) in zip(clients, private):
+                    c.fit(x, y, "ce", r_e)
+            sent = [send(c) for c in clients]
+            rounds.append(LogitRound(t, sent, server.logits(xp)))
+            mean = torch.stack([F.softmax(s, 1) for s in sent]).mean(0)
+            era = F.softmax(mean / ERA_TEMPERATURE, 1)
+            for c in clients:
+                c.fit(xp, era, "soft", r_e)
+            server.fit(xp, era, "soft", 1)
+        else:  # fedgems
+            if sent is not None:
+                server.fit(xp, _fedgems_targets(server.logits(xp), sent, yp), "soft", 1)
+            glob = F.softmax(server.logits(xp), 1)
+            for c, (x, y) in zip(clients, private):
+                c.fit(xp, glob, "soft", r_e)
+                c.fit(x, y, "ce", r_e)
+            sent = [send(c) for c in clients]
+            rounds.append(LogitRound(t, sent, server.logits(xp)))
+    return rounds, clients, server
+
+
+def describe(p: dict) -> str:
+    text = (f"in each of {p['rounds']} rounds, the logits of {p['clients']} client(s) on every public image "
+            f"({'labelled' if p['protocol'] != 'ds-fl' else 'unlabelled'} public set); nothing else")
+    return text + ("" if p["defense"] == "none" else f", each after the client's defense '{p['defense']}'")
+
+
+def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
+    from .. import metrics
+
+    data = identities.build(p)
+    rounds, clients, server = federate(p, data, device, p["defense"])
+    xp, yp = data.public
+    n_clean = len(data.public_clean[1])
+    labelled = p["protocol"] != "ds-fl"
+    obs = Observation(kind="logits", payload=rounds, description=describe(p), context={
+        "public_images": xp.clone(), "public_labels": yp.clone() if labelled else None,
+        "clean": slice(0, n_clean), "insensitive": slice(n_clean, len(yp)),
+        "targets": list(data.targets), "classes": data.classes, "gap": data.gap, "clients": p["clients"]})
+    unit = "digit" if p["data"] == "digits" else "identity"
+    facts = [
+        f"the public set it shares: {n_clean} clean images of the {data.classes - len(data.targets)} non-target "
+        f"{unit} classes (D₀) and {len(yp) - n_clean} {'blurred' if data.gap == 'blur' else 'masked'} images of "
+        f"all {data.classes} (D_a)" + ("" if labelled else ", without labels"),
+        f"which {len(data.targets)} classes are private targets (they have no clean public images)",
+        "its own model f₀, trained on the public set, and its logits",
+    ]
+    kn = Knowledge(model=copy.deepcopy(server.model), input_shape=tuple(xp.shape[1:]), num_classes=data.classes,
+                   batch_size=len(data.targets), facts=facts)
+    means = torch.stack([data.private_mean(j) for j in data.targets])
+    public_means = _class_means(*data.public_clean) + _class_means(*data.public_insensitive)
+
+    def judge(images: torch.Tensor) -> dict:
+        return metrics.attack_accuracy(images, means, public_means)
+
+    def utility() -> dict:
+        """Each client's accuracy on held-out clean images of the private classes (what it federates for)."""
+        xt, yt = data.test
+        keep = torch.isin(yt, torch.tensor(data.targets))
+        xt, yt = xt[keep].to(device), yt[keep].to(device)
+        out = {"defended": [c.accuracy(xt, yt) for c in clients]}
+        if p["defense"] != "none":
+            _, clean_clients, _ = federate(p, data, device, "none")
+            out["clean"] = [c.accuracy(xt, yt) for c in clean_clients]
+        return out
+
+    names = [f"{unit} {j} (client {data.owner[j] + 1})" for j in data.targets]
+    truth = GroundTruth(means, torch.tensor(data.targets), names, utility=utility, judge=judge)
+    return obs, kn, truth
+
+
+def _class_means(x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    return [x[y == c].mean(0) for c in torch.unique(y).tolist()]

@@ -1,0 +1,153 @@
+"""Logit sharing (FedMD, DS-FL, FedGEMS) and PLI/TBI: closed forms, the metric, the data split, real recovery."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from leakdemo import identities, metrics
+from leakdemo.attacks.pli import optimal_pair, q_value
+from leakdemo.defenses import round_logits, top_k_only
+from leakdemo.errors import LeakdemoError
+from leakdemo.protocols import distillation
+from leakdemo.runner import Run
+from leakdemo.scenario import load_preset, resolve
+
+TINY = {"data": "digits", "image_size": 16, "target_classes": 3, "views": 24, "rounds": 2, "local_epochs": 10,
+        "inversion_epochs": 15, "model_width": 16}
+
+
+def finished(preset, **over):
+    s = resolve(load_preset(preset).params, over, preset=preset)
+    events = list(Run(s).events())
+    assert events[-1].event == "finished", getattr(events[-1], "message", "")
+    return events
+
+
+@pytest.mark.parametrize("classes,alpha", [(10, 5.0), (40, 5.0), (40, 0.5), (3, 20.0)])
+def test_optimal_logits_sum_to_one_and_maximise_q(classes, alpha):
+    g = torch.Generator().manual_seed(0)
+    for j in (0, classes - 1):
+        server, client = optimal_pair(j, classes, alpha)
+        assert torch.isclose(server.sum(), torch.tensor(1.0)) and torch.isclose(client.sum(), torch.tensor(1.0))
+        assert client[j] == 1 and server.argmax() == j
+        best = q_value(server, client, j, alpha)
+        for _ in range(200):  # no other distribution on the simplex does better (Q is concave in p⁰)
+            other = torch.softmax(server.log() + 0.3 * torch.randn(classes, generator=g), 0)
+            assert q_value(other, client, j, alpha) <= best + 1e-6
+        flat = torch.full((classes,), 1 / classes)
+        assert q_value(flat, client, j, alpha) < best
+
+
+def test_attack_accuracy_on_planted_images():
+    g = torch.Generator().manual_seed(1)
+    private = torch.rand(4, 1, 16, 16, generator=g)
+    public = [torch.rand(1, 16, 16, generator=g) for _ in range(5)]
+    exact = metrics.attack_accuracy(private.clone(), private, public)
+    assert exact["attack_accuracy"] == 1.0 and exact["success"] == [True] * 4
+    assert exact["ssim_to_mean"] > 0.99
+    # class 0 rebuilt as a public image, class 1 as class 2's private mean: both fail, the rest succeed
+    recon = private.clone()
+    recon[0], recon[1] = public[3], private[2]
+    r = metrics.attack_accuracy(recon, private, public)
+    assert r["success"] == [False, False, True, True] and r["attack_accuracy"] == 0.5
+
+
+def _params(**over):
+    s = resolve(load_preset("pli").params, over, preset="pli")
+    return dict(s.params)
+
+
+@pytest.mark.parametrize("gap", ["blur", "mask"])
+def test_data_split_keeps_private_images_out_of_the_public_set(gap):
+    p = _params(domain_gap=gap, num_classes=12, target_classes=4, clients=2, views=8, image_size=16)
+    d = identities.build(p)
+    xp, yp = d.public
+    flat_public = xp.flatten(1)
+    for x, y in d.private:
+        assert set(y.tolist()) <= set(d.targets)
+        for img in x.flatten(1):  # no private image, nor its insensitive version, is public
+            assert (flat_public - img).abs().amax(1).min() > 1e-3
+            hidden = torch.from_numpy(identities.insensitive(img.view(16, 16).numpy(), gap)).flatten()
+            assert (flat_public - hidden).abs().amax(1).min() > 1e-3
+    assert not set(d.public_clean[1].tolist()) & set(d.targets)  # D₀: non-target classes only
+    assert set(d.public_insensitive[1].tolist()) == set(range(12))  # D_a: every class
+    assert sorted(d.owner) == d.targets and set(d.owner.values()) == {0, 1}
+    again = identities.build(p)
+    assert torch.equal(again.public[0], xp) and torch.equal(again.private[0][0], d.private[0][0])
+    other = identities.build({**p, "seed": 5})
+    assert not torch.equal(other.public[0], xp)
+
+
+def test_logit_defenses_keep_what_they_promise():
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(50, 10, generator=g) * 3
+    shared = torch.softmax(top_k_only([logits], 2)[0], 1)
+    assert torch.allclose(shared.sum(1), torch.ones(50), atol=1e-5)
+    top = torch.softmax(logits, 1).topk(2, 1)
+    assert torch.allclose(shared.gather(1, top.indices), top.values, atol=1e-5)  # the top 2 survive exactly
+    rest = shared.clone().scatter_(1, top.indices, float("nan"))
+    spread = rest[~rest.isnan()].view(50, 8)
+    assert torch.allclose(spread, spread[:, :1].expand_as(spread), atol=1e-6)  # the rest is flat
+    rounded = round_logits([logits], 0.5)[0]
+    assert torch.allclose(rounded * 2, (rounded * 2).round()) and (rounded - logits).abs().max() <= 0.25 + 1e-6
+
+
+@pytest.mark.parametrize("scheme", ["fedmd", "ds-fl", "fedgems"])
+def test_each_scheme_trains_and_the_server_sees_only_logits(scheme):
+    p = _params(protocol=scheme, **{k: v for k, v in TINY.items() if k != "inversion_epochs"}, clients=2)
+    obs, kn, truth = distillation.simulate(p, torch.device("cpu"))
+    n_public = len(obs.context["public_images"])
+    assert obs.kind == "logits" and len(obs.payload) == p["rounds"]
+    for r in obs.payload:
+        assert len(r.clients) == 2 and all(c.shape == (n_public, 10) for c in r.clients)
+        assert r.server.shape == (n_public, 10)
+    assert (obs.context["public_labels"] is None) == (scheme == "ds-fl")
+    assert truth.images.shape == (3, 1, 16, 16)
+    acc = truth.utility()["defended"]
+    assert min(acc) > 0.3  # the federation learns its private classes (chance is 0.1)
+
+
+def test_pli_recovers_private_classes_and_beats_tbi():
+    events = finished("pli-digits", **TINY, seed=3)
+    m = events[-1].metrics
+    assert m["attack_accuracy"] >= 2 / 3
+    assert m["attack_accuracy"] > m["baseline_attack_accuracy"]
+    assert m["ssim_to_mean"] > m["baseline_ssim_to_mean"]
+    assert events[-1].baseline.shape == events[-1].images.shape
+    progress = [e for e in events if e.event == "progress"]
+    assert progress[-1].checks["attack_accuracy"] is not None
+
+
+def test_tbi_alone_runs_as_the_primary_attack():
+    m = finished("pli-digits", **TINY, attack="tbi", seed=3)[-1].metrics
+    assert "baseline_attack_accuracy" not in m and 0 <= m["attack_accuracy"] <= 1
+
+
+def test_several_clients_best_client_choice_runs():
+    m = finished("pli-digits", **{**TINY, "inversion_epochs": 5}, clients=3, seed=4)[-1].metrics
+    assert len(m["success"]) == 3
+
+
+@pytest.mark.parametrize("over,name", [
+    ({"target_classes": 10}, "target_classes"),
+    ({"clients": 6}, "clients"),
+    ({"image_size": 24}, "image_size"),
+    ({"protocol": "ds-fl", "prior": "restored"}, "prior"),
+    ({"temperature": 0}, "temperature"),
+    ({"top_k": 0, "defense": "top-k"}, "top_k"),
+])
+def test_bad_parameters_are_rejected_with_their_names(over, name):
+    with pytest.raises(LeakdemoError) as e:
+        s = resolve(load_preset("pli-digits").params, over, preset="pli-digits")
+        distillation.simulate(dict(s.params), torch.device("cpu"))
+    assert str(e.value).startswith(name)
+
+
+def test_every_combination_validates():
+    for scheme, attack, defense in itertools.product(("fedmd", "ds-fl", "fedgems"), ("pli", "tbi"),
+                                                     ("none", "logit-noise", "logit-rounding", "top-k",
+                                                      "logit-temperature")):
+        resolve(load_preset("pli").params, {"protocol": scheme, "attack": attack, "defense": defense})
+    assert np.isfinite(metrics.attack_accuracy(torch.zeros(1, 1, 8, 8), torch.ones(1, 1, 8, 8),
+                                               [torch.zeros(1, 8, 8)])["ssim_to_mean"])
