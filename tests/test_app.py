@@ -147,3 +147,25 @@ def test_link_values_that_only_fit_together_are_all_accepted():
     assert ignored == [] and s["n_samples"] == 24 and s["batch_size"] == 6
     s, ignored = state.from_query({"preset": "cafe", "n_samples": "24"})  # batch 40 > 24: reported
     assert s["n_samples"] == 200 and ignored[0].startswith("batch_size: must be at most n_samples")
+
+
+def test_logit_sharing_offers_pli_and_checks_its_data_in_the_sidebar():
+    at = lab(preset="dlg")
+    widget(at, "Protocol").set_value("fedmd").run()
+    assert not at.exception, at.exception
+    assert widget(at, "Attack").value == "pli" and widget(at, "Source").value == "faces"
+    assert widget(at, "Temperature τ").value == 3.0 and widget(at, "Prior weight γ").value == 0.03
+    with pytest.raises(KeyError):  # the federation's data is built, not picked
+        widget(at, "Images (indices, comma-separated)")
+    text = " ".join(m.value for m in at.markdown)
+    assert "No gradients, no weights" in text and "logits of 1 client(s)" in text
+    widget(at, "Private target classes").set_value(40).run()  # every class private: nothing clean to learn from
+    assert any(e.value.startswith("target_classes: must be below the number of classes (40)") for e in at.error)
+    assert at.button[0].disabled
+    widget(at, "Private target classes").set_value(10).run()
+    widget(at, "Protocol").set_value("ds-fl").run()
+    widget(at, "Prior").set_value("restored").run()  # DS-FL has no public labels to restore per class
+    assert any(e.value.startswith("prior: restored needs the public labels") for e in at.error)
+    widget(at, "Prior").set_value("auto").run()
+    widget(at, "Defense").set_value("top-k").run()
+    assert widget(at, "k").value == 1 and not at.error

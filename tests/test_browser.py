@@ -187,3 +187,19 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     page.get_by_text("Utility: training loss").wait_for(timeout=30_000)
     assert float(metric_value(page, "PSNR").split()[0]) >= 25
     assert_no_traceback(page)
+
+
+def test_pli_shows_each_private_class_beside_pli_and_tbi(server, browser):
+    query = "preset=pli-digits&rounds=2&inversion_epochs=10&seed=3"
+    page = open_lab(browser, server, query)
+    wait_until_warm(page)
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_text("Private class mean (never sent)").wait_for(timeout=60_000)
+    page.get_by_text("Finished", exact=False).first.wait_for(timeout=300_000)
+    page.get_by_text("TBI baseline (client logits only)").wait_for(timeout=30_000)
+    body = page.inner_text("body")
+    assert "✓ digit" in body and "Communication round 2 of 2" in body, body[-1500:]
+    assert metric_value(page, "Attack accuracy (PLI)").endswith("%")
+    assert metric_value(page, "Client accuracy").endswith("%")
+    page.get_by_text("Attack accuracy (share of target classes)").wait_for(timeout=30_000)
+    assert_no_traceback(page)

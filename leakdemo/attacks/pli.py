@@ -206,9 +206,12 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
             for net, client in zip(nets, r.clients):
                 z = torch.cat([server, _softmax(client.to(device), tau)], 1)
                 loss += net.epoch(z[clean], x[clean], prior_x[clean], gamma, z_target, prior_target) / k
-            if tbi is not None:  # TBI: client logits only, the whole public set, no prior (as published)
-                z = torch.cat([_softmax(c.to(device), tau) for c in r.clients])
-                tbi_loss = tbi.epoch(z, x.repeat(k, 1, 1, 1), None, 0.0)
+            if tbi is not None:  # TBI: client logits only, the whole public set, no prior (as published);
+                # with several clients each epoch takes every public image once, with a random client's logits
+                probs = torch.stack([_softmax(c.to(device), tau) for c in r.clients])
+                who = torch.randint(k, (len(x),), generator=tbi.g).to(device)
+                z = probs[who, torch.arange(len(x), device=device)]
+                tbi_loss = tbi.epoch(z, x, None, 0.0)
                 if not paired:
                     loss = tbi_loss
             it += 1
