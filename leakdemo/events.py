@@ -36,7 +36,8 @@ class Progress:
     images: np.ndarray | None = None  # matched to the originals' order
     psnr_per_image: list[float] | None = None
     matching: dict | None = None  # AGIC multi-epoch, once: {"rate", "correct": [bool], "views": [(E, H, W, 3)]}
-    checks: dict | None = None  # CAFE: {"step1_error", "step2_error"}, relative to the truth (scored by the Runner)
+    checks: dict | None = None  # scored by the Runner against the truth: CAFE's {"step1_error", "step2_error"};
+    # PLI/TBI's {"attack_accuracy", "ssim_to_mean"} (and "baseline_..." for TBI trained alongside)
     sample_ids: list[int] | None = None  # which private samples `images` show (None: all of them, in order)
     baseline: np.ndarray | None = None  # PLI: the TBI baseline's class reconstructions, trained alongside
     success: list[bool] | None = None  # PLI/TBI: per target class, whether the attack-accuracy test passes

@@ -89,12 +89,15 @@ def test_bad_scenario_files_give_one_line(tmp_path):
 
 def test_catalog_lists_papers_and_valid_combinations():
     d = catalog.describe()
-    assert {a["name"] for a in d["attacks"]} == {"dlg", "idlg", "invgrad", "dlm", "dlm-plus", "agic", "invgrad-fedavg", "cafe"}
+    assert {a["name"] for a in d["attacks"]} == {"dlg", "idlg", "invgrad", "dlm", "dlm-plus", "agic", "invgrad-fedavg", "cafe", "pli", "tbi"}
     assert all(a["paper"] for a in d["attacks"])
     assert catalog.attacks_for("fedsgd") == ["dlg", "idlg", "invgrad"]
     assert catalog.attacks_for("fedavg") == ["dlm", "dlm-plus", "agic", "invgrad-fedavg"]
     assert catalog.defenses_for("fedavg") == catalog.defenses_for("fedsgd")
     assert catalog.attacks_for("vfl") == ["dlg", "cafe"]
     assert catalog.defenses_for("vfl") == catalog.defenses_for("fedsgd") + ["fake-gradients"]
+    for scheme in ("fedmd", "ds-fl", "fedgems"):
+        assert catalog.attacks_for(scheme) == ["pli", "tbi"]
+        assert catalog.defenses_for(scheme) == ["none", "logit-noise", "logit-rounding", "top-k", "logit-temperature"]
     with pytest.raises(ParamError, match="^protocol: must be one of"):
         resolve({"protocol": "fedprox"})

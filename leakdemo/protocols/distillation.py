@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import identities
+from .. import identities, metrics
 from ..defenses import apply_defense
 from ..threat import GroundTruth, Knowledge, Observation
 
@@ -180,8 +180,6 @@ def describe(p: dict) -> str:
 
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
-    from .. import metrics
-
     data = identities.build(p)
     rounds, clients, server = federate(p, data, device, p["defense"])
     xp, yp = data.public
