@@ -87,6 +87,14 @@ def wait_until_warm(page):
     raise AssertionError("the engine's workers never became ready")
 
 
+def run_until_finished(page, first_shown: str, timeout_ms: int = 300_000):
+    """Start the attack once the page is warm; wait for `first_shown` to stream in, then for the finish."""
+    wait_until_warm(page)
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_text(first_shown).wait_for(timeout=60_000)
+    page.get_by_text("Finished", exact=False).first.wait_for(timeout=timeout_ms)
+
+
 def metric_value(page, label: str) -> str:
     m = page.locator('[data-testid="stMetric"]').filter(has_text=label).first
     return m.locator('[data-testid="stMetricValue"]').inner_text()
@@ -175,10 +183,7 @@ def test_bad_link_values_are_ignored_with_a_message(server, browser):
 def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, browser):
     query = "preset=cafe&n_samples=24&batch_size=6&image_size=8&fc_width=16&iterations=300"
     page = open_lab(browser, server, query)
-    wait_until_warm(page)
-    page.get_by_role("button", name="Run attack").click()
-    page.get_by_text("Original — all 24 training samples").wait_for(timeout=60_000)
-    page.get_by_text("Finished", exact=False).first.wait_for(timeout=300_000)
+    run_until_finished(page, "Original — all 24 training samples")
     body = page.inner_text("body")
     frames = re.search(r"green ≥ 30 dB \((\d+)\)", body)
     assert frames and int(frames.group(1)) >= 12, body[-1500:]  # most samples recovered, each scored alone
@@ -192,10 +197,7 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
 def test_pli_shows_each_private_class_beside_pli_and_tbi(server, browser):
     query = "preset=pli-digits&rounds=2&inversion_epochs=10&seed=3"
     page = open_lab(browser, server, query)
-    wait_until_warm(page)
-    page.get_by_role("button", name="Run attack").click()
-    page.get_by_text("Private class mean (never sent)").wait_for(timeout=60_000)
-    page.get_by_text("Finished", exact=False).first.wait_for(timeout=300_000)
+    run_until_finished(page, "Private class mean (never sent)")
     page.get_by_text("TBI baseline (client logits only)").wait_for(timeout=30_000)
     body = page.inner_text("body")
     assert "✓ digit" in body and "Communication round 2 of 2" in body, body[-1500:]

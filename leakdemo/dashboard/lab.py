@@ -516,13 +516,18 @@ def _accuracy_chart(c: dict):
     return fig
 
 
-def _steps_chart(handle):
-    """CAFE's Steps I and II: how far its per-sample estimates are from the truth (scored by the Runner)."""
+def _checks_chart(handle):
+    """The Runner's checks against the truth as curves: PLI's attack accuracy or CAFE's Step I/II errors."""
     c = {k: v.items for k, v in handle.curves.items()}
     if any(v is not None for v in c["attack_accuracy"]):
         return _accuracy_chart(c)
-    if not any(v is not None for v in c["step1_error"]):
-        return None
+    if any(v is not None for v in c["step1_error"]):
+        return _steps_chart(c)
+    return None
+
+
+def _steps_chart(c: dict):
+    """CAFE's Steps I and II: how far its per-sample estimates are from the truth (scored by the Runner)."""
     fig = go.Figure()
     for key, name, color in (("step1_error", "Step I: ∂L/∂u per sample", "#6a3d9a"),
                              ("step2_error", "Step II: first-FC input h per sample", "#2ca02c")):
@@ -555,7 +560,7 @@ def chart_panel() -> None:
     left, right = st.columns(2)
     with handle.lock:
         fig, loss = _chart(handle)
-        steps = _steps_chart(handle)
+        steps = _checks_chart(handle)
         fin = handle.finished
     left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
     right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
