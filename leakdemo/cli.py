@@ -201,7 +201,7 @@ def bench_one(scenario: Scenario) -> dict:
         if isinstance(ev, Finished):
             return {"first_frame_s": first_frame, "it_per_s": ev.iterations / max(ev.seconds, 1e-9),
                     "to_20db_s": t20, "to_30db_s": t30, "psnr": ev.metrics["psnr"], "ssim": ev.metrics["ssim"],
-                    "label_accuracy": ev.metrics["label_accuracy"], "seconds": ev.seconds,
+                    "lpips": ev.metrics["lpips"], "label_accuracy": ev.metrics["label_accuracy"], "seconds": ev.seconds,
                     "iterations": ev.iterations, "matching_rate": ev.metrics.get("matching_rate"),
                     "attack_accuracy": ev.metrics.get("attack_accuracy"),
                     "baseline_attack_accuracy": ev.metrics.get("baseline_attack_accuracy")}
@@ -222,7 +222,7 @@ def cmd_bench(args) -> int:
     rows = []
     print(f"leakdemo bench — torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"device {overrides.get('device', 'auto')}; PSNR is standard (peak 1, images in [0, 1])")
-    header = f"{'preset':<16}{'images':<22}{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'total s':>9}"
+    header = f"{'preset':<16}{'images':<22}{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>7}{'total s':>9}"
     print(header)
     for name in names:
         for img in image_lists:
@@ -234,7 +234,7 @@ def cmd_bench(args) -> int:
             r.update(preset=name, images=sc["images"] or "(seeded)")
             rows.append(r)
             print(f"{name:<16}{r['images'][:21]:<22}{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
-                  f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{r['seconds']:>9.1f}"
+                  f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{_fmt(r['lpips'], '.3f'):>7}{r['seconds']:>9.1f}"
                   + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}")
                   + ("" if r["attack_accuracy"] is None else f"   attack accuracy {r['attack_accuracy']:.2f}")
                   + ("" if r["baseline_attack_accuracy"] is None else f" (TBI {r['baseline_attack_accuracy']:.2f})"),

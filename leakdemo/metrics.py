@@ -5,7 +5,6 @@ Hungarian algorithm on MSE before anything is scored.
 """
 from __future__ import annotations
 
-import os
 from collections import Counter
 from functools import lru_cache
 
@@ -13,6 +12,8 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 from skimage.metrics import structural_similarity
+
+from . import lpips_weights
 
 PSNR_CAP = 100.0  # identical images: report 100 dB rather than infinity (JSON has no inf)
 
@@ -62,48 +63,51 @@ def label_accuracy(predicted, truth) -> float:
 
 # ---------------------------------------------------------------- LPIPS
 
-
-# The file torchvision caches for AlexNet_Weights.IMAGENET1K_V1 (tests check it against torchvision).
-# Named here because importing torchvision.models just to learn it costs seconds.
-ALEXNET_FILE = "alexnet-owt-7be5be79.pth"
-
-
-def _alexnet_weights_path() -> str:
-    return os.path.join(torch.hub.get_dir(), "checkpoints", ALEXNET_FILE)
+LPIPS_MIN_SIDE = 32  # AlexNet's strided stem needs room: smaller images are upsampled (bilinear) to this
+LPIPS_HELP = ("LPIPS (AlexNet, v0.1): learned perceptual distance, 0 = identical, lower is more similar. "
+              f"Computed once on the final images at their own resolution (below {LPIPS_MIN_SIDE} px upsampled "
+              f"to {LPIPS_MIN_SIDE}), grayscale repeated to 3 channels.")
 
 
 @lru_cache(maxsize=4)
-def _lpips_model(weights_path: str):
+def _lpips_model(source: str):
     import contextlib
     import io
+    import warnings
 
-    import lpips  # noqa: WPS433 (heavy, loaded only when weights exist)
+    import lpips as lpips_package  # heavy: loaded on first use
 
-    with contextlib.redirect_stdout(io.StringIO()):  # lpips prints its set-up chatter
-        model = lpips.LPIPS(net="alex", verbose=False)
+    state, _ = lpips_weights.backbone()
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # lpips' chatter, torchvision's
+        warnings.simplefilter("ignore", UserWarning)  # notes on its old `pretrained` argument
+        # pnet_rand: build AlexNet without asking torchvision for weights; ours replace them below.
+        model = lpips_package.LPIPS(net="alex", version="0.1", pnet_rand=True, verbose=False)
+    missing = model.load_state_dict(state, strict=False).missing_keys
+    if any(k.startswith("net.") for k in missing):  # every backbone weight must come from the file
+        raise lpips_weights.WeightsUnavailable(f"LPIPS unavailable: the backbone lacks {missing[0]}")
     return model.eval()
 
 
 def lpips_status() -> tuple[bool, str]:
-    """(available, reason). LPIPS needs torchvision's AlexNet weights in the torch cache; we never download."""
-    path = _alexnet_weights_path()
-    if not os.path.exists(path):
-        return False, f"LPIPS unavailable: AlexNet weights not found at {path} (leakdemo never downloads)"
-    return True, f"LPIPS (AlexNet) from {path}"
+    """(available, reason in one line). Never downloads, never raises."""
+    try:
+        return True, lpips_weights.backbone()[1]
+    except lpips_weights.WeightsUnavailable as e:
+        return False, str(e)
 
 
 def lpips(a: torch.Tensor, b: torch.Tensor) -> np.ndarray | None:
-    """Per-image LPIPS distance, or None when the backbone weights are not cached."""
-    ok, _ = lpips_status()
+    """Per-image LPIPS distance (AlexNet, v0.1), or None when the backbone is unavailable."""
+    ok, source = lpips_status()
     if not ok:
         return None
-    model = _lpips_model(_alexnet_weights_path())
+    model = _lpips_model(source)
     x, y = to_unit(a), to_unit(b)
-    if min(x.shape[-2:]) < 32:  # AlexNet's strided stem needs room: upsample tiny images
-        x = torch.nn.functional.interpolate(x, size=32, mode="bilinear", align_corners=False)
-        y = torch.nn.functional.interpolate(y, size=32, mode="bilinear", align_corners=False)
     if x.shape[1] == 1:
         x, y = x.repeat(1, 3, 1, 1), y.repeat(1, 3, 1, 1)
+    if min(x.shape[-2:]) < LPIPS_MIN_SIDE:
+        x = torch.nn.functional.interpolate(x, size=LPIPS_MIN_SIDE, mode="bilinear", align_corners=False)
+        y = torch.nn.functional.interpolate(y, size=LPIPS_MIN_SIDE, mode="bilinear", align_corners=False)
     with torch.no_grad():
         d = model(x * 2 - 1, y * 2 - 1)
     return d.flatten().numpy()

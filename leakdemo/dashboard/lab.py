@@ -16,6 +16,7 @@ from ..artifacts import MOSAIC_FROM, grid, matching_grid, mosaic, mosaic_layout,
 from ..data import available_samples, decode_upload, sample_image
 from ..device import cuda_available, describe_hardware
 from ..errors import LeakdemoError
+from ..metrics import LPIPS_HELP
 from ..protocols.fedavg import LOCAL_DATA
 from ..protocols.vfl import tile_grid, tiles
 from ..scenario import from_dict, presets
@@ -357,7 +358,7 @@ def live_panel() -> None:
         cols[0].metric("PSNR", f"{m['psnr']:.1f} dB", help="peak 1, images in [0, 1], averaged per image")
         cols[1].metric("SSIM", f"{m['ssim']:.3f}")
         cols[2].metric("LPIPS", "unavailable" if m["lpips"] is None else f"{m['lpips']:.3f}",
-                       help=m.get("lpips_note") or "AlexNet LPIPS; lower is more similar")
+                       help=m.get("lpips_note") or LPIPS_HELP)
         cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
         cols[4].metric("Time", f"{fin.seconds:.1f} s")
         if m.get("lpips_note"):
