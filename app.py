@@ -1,7 +1,11 @@
 """leakdemo dashboard: the Attack Lab (home) and the pages in pages/."""
+import os
+
 import streamlit as st
 
-st.set_page_config(page_title="leakdemo — Attack Lab", page_icon=":material/lock_open:", layout="wide",
+ICON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "icon.png")  # local: never fetched
+
+st.set_page_config(page_title="leakdemo — Attack Lab", page_icon=ICON, layout="wide",
                    initial_sidebar_state="expanded")
 
 from leakdemo.dashboard.lab import main as attack_lab  # noqa: E402  (after set_page_config)

@@ -297,15 +297,22 @@ def load_dataset(p: dict, n: int, uploads=None, count_name: str = "n_samples") -
 
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 MAX_UPLOAD_SIDE = 4096
+MAX_UPLOAD_FILES = 64  # the largest batch any protocol takes from uploads
 UPLOAD_FORMATS = {"PNG", "JPEG", "WEBP"}
 
 
 def decode_upload(name: str, data: bytes) -> np.ndarray:
-    """A user's uploaded file -> RGB array, refusing non-images, huge files and decompression bombs."""
+    """A user's uploaded file -> RGB array in uint8, or a one-line refusal that names the file.
+
+    Refused: empty files, non-images (also when renamed .png), other formats, truncated files, images
+    over 4096 px a side or any decompression bomb (the size is read from the header, before decoding),
+    animations. 16-bit and float images are scaled to 8 bits rather than clipped to white."""
     import io
 
     from PIL import Image, UnidentifiedImageError
 
+    if not data:
+        raise LeakdemoError(f"{name}: the file is empty")
     if len(data) > MAX_UPLOAD_BYTES:
         raise LeakdemoError(f"{name}: {len(data) / 2**20:.1f} MB is over the 10 MB limit")
     try:
@@ -315,9 +322,23 @@ def decode_upload(name: str, data: bytes) -> np.ndarray:
             if max(im.size) > MAX_UPLOAD_SIDE:
                 raise LeakdemoError(f"{name}: {im.width}×{im.height} pixels is too large "
                                     f"(at most {MAX_UPLOAD_SIDE} pixels a side)")
+            if getattr(im, "n_frames", 1) > 1:
+                raise LeakdemoError(f"{name}: animated images are not accepted; upload a single frame")
             im.load()
-            return np.asarray(im.convert("RGB"))
+            return _to_rgb8(im)
     except LeakdemoError:
         raise
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+    except Image.DecompressionBombError:
+        raise LeakdemoError(f"{name}: too large to decode safely (at most {MAX_UPLOAD_SIDE} pixels a side)") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError):
         raise LeakdemoError(f"{name}: not a readable image (corrupt or not PNG/JPEG/WebP)") from None
+
+
+def _to_rgb8(im) -> np.ndarray:
+    """RGB uint8; 16-bit or float grayscale is scaled by its range (PIL would clip it to 255)."""
+    if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        a = np.asarray(im, dtype=np.float64)
+        top = 65535.0 if im.mode.startswith("I;16") or a.max() > 255 else 255.0
+        g = (np.clip(a / top, 0, 1) * 255).round().astype(np.uint8)
+        return np.repeat(g[..., None], 3, axis=2)
+    return np.asarray(im.convert("RGB"))

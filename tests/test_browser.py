@@ -5,20 +5,13 @@ a missing browser is a failure with that one line.
 """
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import numpy as np
 import pytest
 from PIL import Image
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHROMIUM = os.environ.get("LEAKDEMO_CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"]
+from classroom import CHROMIUM, classroom_round, launch, start_server, stop_server, wait_until_warm, watch_errors, _abandon
 
 pytestmark = pytest.mark.browser
 if not os.path.exists(CHROMIUM):
@@ -26,64 +19,30 @@ if not os.path.exists(CHROMIUM):
                        "(`make test` does it when run as root)")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    env = {**os.environ, "LEAKDEMO_MAX_RUNS": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        raise RuntimeError("streamlit did not start:\n" + proc.stdout.read())
+    proc, url = start_server(workers=2)
     yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_server(proc)
 
 
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        b = launch(p)
         yield b
         b.close()
 
 
 def open_lab(browser, url, query):
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.errors = []
+    watch_errors(page, page.errors, query)
     page.goto(f"{url}/?{query}")
     page.get_by_role("button", name="Run attack").wait_for(timeout=90_000)
     page.get_by_text("Threat model").wait_for(timeout=30_000)
     return page
-
-
-def wait_until_warm(page):
-    """The engine's workers warm up once per server; a class opens the page after that."""
-    for _ in range(60):
-        if re.search(r"Engine: [1-9]\d* of \d+ workers ready", page.inner_text("body")):
-            return
-        page.reload()
-        page.get_by_role("button", name="Run attack").wait_for(timeout=90_000)
-        page.wait_for_timeout(1000)
-    raise AssertionError("the engine's workers never became ready")
 
 
 def run_until_finished(page, first_shown: str, timeout_ms: int = 300_000):
@@ -100,6 +59,7 @@ def metric_value(page, label: str) -> str:
 
 
 def assert_no_traceback(page):
+    assert not [e for e in page.errors if "pageerror" in e[1]], page.errors
     body = page.inner_text("body")
     assert "Traceback" not in body and "Error:" not in body.replace("error:", ""), body[-2000:]
 
@@ -204,3 +164,22 @@ def test_pli_shows_each_private_class_beside_pli_and_tbi(server, browser):
     assert metric_value(page, "Client accuracy").endswith("%")
     page.get_by_text("Attack accuracy (share of target classes)").wait_for(timeout=30_000)
     assert_no_traceback(page)
+
+
+def test_a_classroom_of_twelve_tabs_all_finish_and_none_goes_blank(server, browser):
+    r = classroom_round(browser, server, tabs=12, timeout=600)
+    print(f"\n12 tabs: {r['finished']} finished, slowest {r['slowest_s']} s, median {r['median_s']} s, "
+          f"queue positions shown {r['queue_positions_seen']}")
+    assert r["finished"] == 12, r
+    assert r["blank"] == [] and r["tracebacks"] == [], r
+    assert r["errors"] == [], r["errors"][:5]
+    assert r["queue_positions_seen"], "the waiting tabs never showed their place in the queue"
+
+
+def test_a_closed_tab_frees_its_worker_for_the_next_in_line(browser):
+    proc, url = start_server(workers=1)
+    try:
+        freed = _abandon(browser, url)  # waits (bounded) until the waiting tab's run starts
+        print(f"\n{freed}")
+    finally:
+        stop_server(proc)

@@ -1,4 +1,10 @@
-"""The dashboard's run pool: bounded workers, a visible queue, stop, and abandoned runs."""
+"""The dashboard's run pool: bounded workers, a visible queue, stop, and every handle ends.
+
+Each promise a classroom relies on has a test: a dropped queued run comes back at its place, a Stop
+reaches only its own run, a closed tab frees its worker, a crashed worker is replaced and its run
+reported, and a closing server starts no new workers."""
+import os
+import signal
 import time
 
 import pytest
@@ -7,32 +13,46 @@ from leakdemo.dashboard import pool as pool_mod
 from leakdemo.dashboard.pool import RunPool
 from leakdemo.scenario import from_preset
 
+LONG = {"image_size": 16, "iterations": 24000}
+
+
+def warm(p: RunPool, n: int = 1) -> RunPool:
+    deadline = time.time() + 120
+    while p.ready() < n and time.time() < deadline:
+        time.sleep(0.2)
+    assert p.ready() == n
+    return p
+
 
 @pytest.fixture(scope="module")
 def one_worker():
-    p = RunPool(max_running=1)
-    deadline = time.time() + 120
-    while p.ready() < 1 and time.time() < deadline:
-        time.sleep(0.2)
-    assert p.ready() == 1
-    return p
+    p = warm(RunPool(max_running=1))
+    yield p
+    p.close()
 
 
 def wait(handle, timeout=120):
     deadline = time.time() + timeout
-    while not (handle.done and (handle.artifacts or handle.status == "failed")) and time.time() < deadline:
+    while not handle.complete and time.time() < deadline:
         handle.poll()
         time.sleep(0.05)
     assert handle.done, handle.status
 
 
+def until(cond, timeout=30, poll=()):
+    deadline = time.time() + timeout
+    while not cond() and time.time() < deadline:
+        for h in poll:
+            h.poll()
+        time.sleep(0.05)
+    return cond()
+
+
 def test_second_run_waits_its_turn_then_finishes(one_worker):
     a = one_worker.submit(from_preset("invgrad", {"image_size": 16, "iterations": 400}))
     b = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
-    deadline = time.time() + 30
-    while a.status != "running" and time.time() < deadline:
-        a.poll(), b.poll(), time.sleep(0.05)
-    assert a.status == "running" and b.status == "queued" and one_worker.position(b) == 1
+    assert until(lambda: a.status == "running", poll=(a, b))
+    assert b.status == "queued" and one_worker.position(b) == 1
     wait(a)
     wait(b)
     assert a.status == b.status == "finished"
@@ -40,27 +60,115 @@ def test_second_run_waits_its_turn_then_finishes(one_worker):
     assert set(b.artifacts) == {"grid.png", "progress.gif", "metrics.csv", "metrics.json", "scenario.json"}
 
 
+def test_a_run_alone_gets_every_core_the_server_leaves(one_worker):
+    h = one_worker.submit(from_preset("invgrad", LONG))
+    assert until(lambda: h.latest is not None, poll=(h,))
+    assert one_worker._workers[0].threads.value == max(1, (os.cpu_count() or 1) - 1)
+    h.stop()
+    wait(h)
+
+
 def test_stop_ends_a_running_run_and_keeps_its_result(one_worker):
-    h = one_worker.submit(from_preset("invgrad", {"image_size": 16, "iterations": 24000}))
-    while h.latest is None:
-        h.poll(), time.sleep(0.05)
+    h = one_worker.submit(from_preset("invgrad", LONG))
+    assert until(lambda: h.latest is not None, poll=(h,))
     h.stop()
     wait(h, timeout=30)
     assert h.status == "stopped" and h.finished.iterations < 24000
 
 
-def test_an_abandoned_run_stops(one_worker, monkeypatch):
-    monkeypatch.setattr(pool_mod, "ABANDON_AFTER", 1.0)
-    h = one_worker.submit(from_preset("invgrad", {"image_size": 16, "iterations": 24000}))
-    while h.latest is None:
-        h.poll(), time.sleep(0.05)
-    deadline = time.time() + 30  # no more polls: the tab is "closed"
-    while not h.done and time.time() < deadline:
-        time.sleep(0.1)
+def test_a_late_stop_never_reaches_the_next_run(one_worker):
+    a = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+    wait(a)
+    b = one_worker.submit(from_preset("invgrad", LONG))
+    assert until(lambda: b.latest is not None, poll=(b,))
+    a.stop()  # the first tab presses Stop after its run ended, while the worker runs someone else's
+    seen = b.latest.iteration
+    assert until(lambda: b.latest.iteration > seen + 20, timeout=20, poll=(b,))
+    assert b.status == "running"
+    b.stop()
+    wait(b)
+    assert b.status == "stopped"
+
+
+def test_a_closed_tab_frees_its_worker(one_worker):
+    connected = {"yes": True}
+    h = one_worker.submit(from_preset("invgrad", LONG), alive=lambda: connected["yes"])
+    assert until(lambda: h.latest is not None, poll=(h,))
+    connected["yes"] = False  # the tab's websocket closed
+    t0 = time.time()
+    assert until(lambda: h.done, timeout=30)
+    print(f"\nworker freed {time.time() - t0:.2f} s after the tab closed")
     assert h.status == "stopped"
+
+
+def test_an_unpolled_run_stops(one_worker, monkeypatch):
+    monkeypatch.setattr(pool_mod, "ABANDON_AFTER", 1.0)
+    h = one_worker.submit(from_preset("invgrad", LONG))
+    assert until(lambda: h.latest is not None, poll=(h,))
+    assert until(lambda: h.done, timeout=30)  # no more polls: the tab is "closed"
+    assert h.status == "stopped"
+
+
+def test_a_dropped_queued_run_is_told_and_requeued_at_its_place(one_worker):
+    busy = one_worker.submit(from_preset("invgrad", LONG))
+    assert until(lambda: busy.status == "running", poll=(busy,))
+    away = {"gone": True}
+    q1 = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}), alive=lambda: not away["gone"])
+    q2 = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3, "seed": 2}))
+    assert until(lambda: q1.status == "dropped", poll=(busy, q2))
+    assert q1.done and "stopped asking" in q1.error and one_worker.position(q2) == 1
+    away["gone"] = False
+    q1.poll()  # the tab is back
+    assert q1.status == "queued" and one_worker.position(q1) == 1 and one_worker.position(q2) == 2
+    busy.stop()
+    wait(q1)
+    wait(q2)
+    assert q1.status == q2.status == "finished" and busy.status == "stopped"
 
 
 def test_engine_errors_reach_the_handle(one_worker):
     h = one_worker.submit(from_preset("dlg", {"data": "folder", "folder": "/nonexistent"}))
     wait(h)
     assert h.status == "failed" and h.error.startswith("folder:")
+
+
+def test_a_crashed_worker_is_replaced_and_its_run_reported(one_worker):
+    h = one_worker.submit(from_preset("invgrad", LONG))
+    assert until(lambda: h.latest is not None, poll=(h,))
+    os.kill(one_worker._workers[0].process.pid, signal.SIGKILL)  # as the OOM killer would
+    assert until(lambda: h.done, timeout=30, poll=(h,))
+    assert h.status == "failed" and "stopped unexpectedly" in h.error
+    warm(one_worker)
+    again = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+    wait(again)
+    assert again.status == "finished"
+
+
+def test_a_closing_server_starts_no_workers():
+    p = warm(RunPool(max_running=1))
+    first = p._workers[0].process
+    h = p.submit(from_preset("invgrad", LONG))
+    assert until(lambda: h.status == "running", poll=(h,))
+    os.kill(first.pid, signal.SIGTERM)  # the server and its workers are told to stop together
+    time.sleep(3)
+    assert p._workers[0].process is first and not first.is_alive() and p.closing
+    assert h.done
+    p.close()
+    q = RunPool(max_running=1)
+    q.close()
+    time.sleep(1)
+    assert all(not w.process.is_alive() for w in q._workers)
+
+
+def test_runs_split_the_cores_between_them(monkeypatch):
+    """Two runs at once on 8 cores: 3 threads each (one core stays with the web server); one alone: 7."""
+    p = RunPool.__new__(RunPool)
+    p._workers = [type("W", (), {"handle": None, "threads": type("V", (), {"value": 1})()})() for _ in range(2)]
+    monkeypatch.setattr(pool_mod, "RUN_CORES", 7)
+    monkeypatch.setattr(pool_mod, "THREADS_CAP", 7)
+    p._workers[0].handle = object()
+    p._share_cores()
+    assert [w.threads.value for w in p._workers] == [7, 7]
+    p._workers[1].handle = object()
+    p._share_cores()
+    assert [w.threads.value for w in p._workers] == [3, 3]

@@ -13,7 +13,7 @@ import streamlit as st
 
 from .. import catalog
 from ..artifacts import MOSAIC_FROM, grid, matching_grid, mosaic, mosaic_layout, psnr_color, upscale
-from ..data import available_samples, decode_upload, sample_image
+from ..data import MAX_UPLOAD_FILES, available_samples, decode_upload, sample_image
 from ..device import cuda_available, describe_hardware
 from ..errors import LeakdemoError
 from ..metrics import LPIPS_HELP
@@ -25,8 +25,9 @@ from .pool import RunPool
 
 ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
 RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
-POLL_SECONDS = 0.25
-CHART_SECONDS = 1.5
+POLL_SECONDS = 0.5  # a running run's frames
+QUEUED_POLL_SECONDS = 2.0  # a queued run's place in the line
+CHART_SECONDS = 1.5  # the curves' refresh while a run lives
 CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projector
 
 CSS = f"""
@@ -37,6 +38,7 @@ h1 {{font-size: 2.3rem !important;}}
 .ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-base {{color: #555; font-weight: 700; font-size: 1.15rem;}}
 [data-testid="stMetricValue"] {{font-size: 2.1rem;}}
+[data-testid="stImage"] img {{image-rendering: pixelated;}}
 </style>
 """
 
@@ -223,8 +225,14 @@ def _data_widgets(where, source: str):
                                 accept_multiple_files=True, key="uploads",
                                 help="Uploads stay in this browser session; they are never written to disk.")
     uploads, errors = [], []
+    files = files or []
+    if len(files) > MAX_UPLOAD_FILES:
+        errors.append(f"{len(files)} files uploaded: only the first {MAX_UPLOAD_FILES} are used (the largest batch)")
+        files = files[:MAX_UPLOAD_FILES]
     decoded = st.session_state.setdefault("decoded_uploads", {})  # this session only; decode each file once
-    for f in files or []:
+    for gone in set(decoded) - {f.file_id for f in files}:  # removed from the box: forget them
+        del decoded[gone]
+    for f in files:
         if f.file_id not in decoded:
             try:
                 decoded[f.file_id] = decode_upload(f.name, f.getvalue())
@@ -270,8 +278,13 @@ def threat_card(s) -> None:
 
 
 def _grid(images: np.ndarray) -> np.ndarray:
-    """A row of images, enlarged with nearest-neighbour scaling, white gaps between them."""
-    return grid([list(images[:16])], CELL)
+    """A row of images at twice their size, white gaps between them (the browser enlarges it further)."""
+    return grid([list(images[:16])], 2 * images.shape[1])
+
+
+def _zoom(size: int, cell: int) -> float:
+    """How much the browser enlarges a picture sent at twice its size so each image shows at about `cell` px."""
+    return max(1, cell // size) / 2
 
 
 def _chart(handle):
@@ -290,13 +303,9 @@ def _chart(handle):
     return fig, loss
 
 
-def live_panel() -> None:
-    handle = st.session_state.get("handle")
-    if handle is None:
-        st.info("Press **Run attack** to start. The reconstruction streams in here as the attack works.")
-        return
+def run_view(handle) -> None:
+    """One run as it stands: progress, the images, the metrics and, once finished, the downloads."""
     pool = run_pool()
-    handle.poll()
     with handle.lock:
         status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
         notes = list(handle.notes[-3:])
@@ -315,6 +324,8 @@ def live_panel() -> None:
     if status == "failed":
         st.error(f"The run could not complete: {error}")
         return
+    if status == "dropped":
+        st.warning("This tab was away, so its place in the queue was released; it is queued again.")
     if status in ("finished", "stopped") and fin is not None:
         word = "Finished" if status == "finished" else "Stopped"
         st.success(f"**{word}** after {fin.iterations} iterations in {fin.seconds:.1f} s."
@@ -331,17 +342,20 @@ def live_panel() -> None:
     if started.scenario["params"].get("protocol") in catalog.LOGIT_PROTOCOLS:
         src = fin if fin is not None else latest
         success = fin.metrics.get("success") if fin is not None else (latest.success if latest else None)
-        _classes_panel(started, images, getattr(src, "baseline", None), success, latest)
+        _classes_panel(handle.seq, started, images, getattr(src, "baseline", None), success, latest)
     elif len(started.originals) >= MOSAIC_FROM:
         frame = ("final", fin.iterations) if fin is not None else ("live", latest.iteration if latest else -1)
-        _dataset_panel(started, originals, images, per, ids, frame)
+        _dataset_panel(handle.seq, started, originals, images, per, ids, frame)
     else:
         left, right = st.columns(2, gap="large")
         left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
-        left.image(_grid(originals), caption=", ".join(started.names[:16]), clamp=True)
+        zoom = _zoom(originals.shape[1], CELL)
+        _show(left, ("row", handle.seq, -1), lambda: _grid(originals), zoom, ", ".join(started.names[:16]))
         right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
         if images is not None:
-            right.image(_grid(images), caption=" · ".join(f"{v:.1f} dB" for v in per[:16]) or None, clamp=True)
+            frame = ("final", fin.iterations) if fin is not None else ("live", latest.iteration if latest else -1)
+            _show(right, ("row", handle.seq, frame), lambda: _grid(images), zoom,
+                  " · ".join(f"{v:.1f} dB" for v in per[:16]) or None)
         if len(originals) > 1 and started.scenario["params"].get("attack") == "cafe":
             st.caption("Each reconstruction is scored against its own original: the server chose the batch "
                        "indices, so it knows which sample is which.")
@@ -349,7 +363,7 @@ def live_panel() -> None:
             st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
                        "Hungarian algorithm before scoring.")
     if matching:
-        _matching_panel(matching)
+        _matching_panel(handle.seq, matching)
     if fin is not None and "attack_accuracy" in fin.metrics:
         _logit_metrics(fin, started.scenario["params"]["attack"])
     elif fin is not None:
@@ -382,27 +396,38 @@ def live_panel() -> None:
                                 on_click="ignore")
     elif handle.done and fin is not None:
         st.caption("Preparing the downloads…")
-    if handle.done and (handle.artifacts or status == "failed") and st.session_state.get("live"):
-        st.session_state["live"] = False
-        st.rerun()  # a full rerun redraws this panel without polling
 
 
 PAGE = 100  # samples per page of the data-set view
 
 
-def _png_once(key: tuple, make) -> bytes:
-    """PNG bytes drawn once per key: the page redraws 4×/s, a data-set mosaic changes far less often,
-    and encoding it each time would take CPU from the attack on a small machine."""
+def _png_once(key: tuple, make) -> tuple[str, int]:
+    """A picture for the page, encoded once per key: (inline data URL, its width in pixels).
+
+    The page redraws 4×/s and a frame changes far less often, so encoding each time would take CPU from
+    the attack on a small machine. Inline, the picture travels with the element that shows it: there is
+    no media file that a later frame could drop before the browser has fetched it. Pictures are sent
+    small (twice the images' own size) and enlarged by the browser with crisp, pixelated scaling: an
+    upscaled PNG re-sent on every redraw of a dozen tabs kept the server's one core busy."""
+    import base64
+
     from ..artifacts import png_bytes
     memo = st.session_state.setdefault("png_memo", {})
     if key not in memo:
-        if len(memo) > 8:
+        if len(memo) > 12:
             memo.clear()
-        memo[key] = png_bytes(make())
+        picture = make()
+        memo[key] = ("data:image/png;base64," + base64.b64encode(png_bytes(picture)).decode("ascii"),
+                     picture.shape[1])
     return memo[key]
 
 
-def _dataset_panel(started, originals: np.ndarray, images, per: list, ids, frame: tuple) -> None:
+def _show(where, key: tuple, make, zoom: float, caption: str | None = None) -> None:
+    url, width = _png_once(key, make)
+    where.image(url, width=max(1, int(width * zoom)), caption=caption)
+
+
+def _dataset_panel(run: int, started, originals: np.ndarray, images, per: list, ids, frame: tuple) -> None:
     """Many private samples (vertical FL): two mosaics, a page at a time, each reconstruction framed by
     its PSNR; the tiles the workers hold; which samples an attack on one batch saw."""
     scenario = started.scenario["params"]
@@ -413,17 +438,18 @@ def _dataset_panel(started, originals: np.ndarray, images, per: list, ids, frame
         page = st.segmented_control("Samples shown", pages, default=pages[0], key="w_sample_page") or pages[0]
         start = pages.index(page) * PAGE
     shown = slice(start, min(start + PAGE, n))
-    cols, cell = mosaic_layout(min(PAGE, n), originals.shape[1], width=640)
+    size = originals.shape[1]
+    cols, shown_cell = mosaic_layout(min(PAGE, n), size, width=640)
+    cell, zoom = 2 * size, _zoom(size, shown_cell)
     left, right = st.columns(2, gap="large")
     what = "the batch DLG attacked" if ids is not None else f"all {n} training samples"
     left.markdown(f'<span class="ld-orig">Original — {what} (private, never sent)</span>', unsafe_allow_html=True)
-    run = id(started)
-    left.image(_png_once(("orig", run, start, ids is None), lambda: mosaic(originals[shown], cols, cell)))
+    _show(left, ("orig", run, start, ids is None), lambda: mosaic(originals[shown], cols, cell, border=1), zoom)
     right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
     if images is not None and len(per) == n:
         frames = [psnr_color(v) for v in per[shown]]
         key = ("recon", run, start, frame)
-        right.image(_png_once(key, lambda: mosaic(images[shown], cols, cell, frames)))
+        _show(right, key, lambda: mosaic(images[shown], cols, cell, frames, border=2), zoom)
         good, fair = sum(v >= 30 for v in per), sum(20 <= v < 30 for v in per)
         right.caption(f"Frame = that sample's PSNR: :green[green ≥ 30 dB] ({good}), :orange[amber 20–30 dB] "
                       f"({fair}), :red[red < 20 dB] ({n - good - fair}) of {n}.")
@@ -435,13 +461,13 @@ def _dataset_panel(started, originals: np.ndarray, images, per: list, ids, frame
         parts = tiles(started.originals[:1].transpose(0, 3, 1, 2), grid_rc)
         views = [p[0].transpose(1, 2, 0) for p in parts]
         c1, c2 = st.columns([1, 3])
-        c1.image(_png_once(("tiles", run), lambda: grid([views], 96)))
+        _show(c1, ("tiles", run), lambda: grid([views], 2 * views[0].shape[0]), _zoom(views[0].shape[0], 96))
         c2.caption(f"What each of the {scenario['workers']} workers holds of sample 1 (a {grid_rc[0]}×{grid_rc[1]} "
                    "grid of tiles): no party ever has a whole image — yet the server rebuilds them all, each "
                    "scored against its own original (the server chose the indices, so it knows which is which).")
 
 
-def _classes_panel(started, images, baseline, success, latest) -> None:
+def _classes_panel(run: int, started, images, baseline, success, latest) -> None:
     """Logit sharing: per private target class, its mean private image, the attack's reconstruction (✓ when
     it passes the paper's attack-accuracy test) and, beside it, the TBI baseline's."""
     params = started.scenario["params"]
@@ -458,7 +484,8 @@ def _classes_panel(started, images, baseline, success, latest) -> None:
     frame = latest.iteration if latest is not None else -1
     for i, (text, cls, row) in enumerate(zip(labels, ("ld-orig", "ld-recon", "ld-base"), rows)):
         st.markdown(f'<span class="{cls}">{text}</span>', unsafe_allow_html=True)
-        st.image(_png_once(("classes", id(started), i, -1 if i == 0 else frame), lambda: grid([row], cell)))
+        size = row[0].shape[0]
+        _show(st, ("classes", run, i, -1 if i == 0 else frame), lambda: grid([row], 2 * size), _zoom(size, cell))
     marks = "  ".join(f"{('✓' if ok else '✗')} {nm.split(' (')[0]}" for ok, nm in zip(success or [], started.names))
     if marks:
         st.caption(marks)
@@ -490,12 +517,14 @@ def _logit_metrics(fin, attack: str) -> None:
     cols[4].metric("Time", f"{fin.seconds:.1f} s")
 
 
-def _matching_panel(m: dict) -> None:
+def _matching_panel(run: int, m: dict) -> None:
     """AGIC over several epochs: which pre-reconstructions it paired, checked outside the attack."""
     with st.container(border=True):
         st.markdown(f"**Matching across epochs:** {sum(m['correct'])} of {len(m['correct'])} images paired "
                     f"correctly ({m['rate']:.0%})")
-        st.image(matching_grid(m, CELL // 2), caption="  ".join(("✓" if ok else "✗") for ok in m["correct"]), clamp=True)
+        size = m["views"][0].shape[1]
+        _show(st, ("matching", run), lambda: matching_grid(m, 2 * size), _zoom(size, CELL // 2),
+              "  ".join(("✓" if ok else "✗") for ok in m["correct"]))
         st.caption("One column per private image: the top row is what AGIC pre-reconstructed from the first "
                    "epoch's uploads, each row below what it paired with it from the next epoch (2×2-pooled MSE, "
                    "same inferred label). The ✓/✗ under each column is checked against the private images by "
@@ -553,35 +582,52 @@ def _utility_chart(u: dict):
     return fig
 
 
-def chart_panel() -> None:
-    """The curves, redrawn less often than the frames: Plotly figures are the page's costliest part."""
-    handle = st.session_state.get("handle")
-    if handle is None or handle.latest is None:
+def chart_panel(handle) -> None:
+    """The curves. Building Plotly figures is the costliest part of a redraw, so they are rebuilt at most
+    every CHART_SECONDS while the run lives (and once at its end), and drawn from that copy in between."""
+    if handle.latest is None:
         return
+    version = (handle.seq, "final" if handle.done else int(time.monotonic() / CHART_SECONDS))
+    memo = st.session_state.get("chart_memo")
+    if memo is None or memo[0] != version:
+        with handle.lock:
+            fig, loss = _chart(handle)
+            steps = _checks_chart(handle)
+            fin = handle.finished
+        utility = fin.metrics.get("utility") if fin is not None else None
+        if utility and "steps" not in utility:  # logit sharing: client accuracy is a metric above, not a curve
+            utility = None
+        memo = (version, (fig, loss, steps, _utility_chart(utility) if utility else None))
+        st.session_state["chart_memo"] = memo
+    fig, loss, steps, utility = memo[1]
     left, right = st.columns(2)
-    with handle.lock:
-        fig, loss = _chart(handle)
-        steps = _checks_chart(handle)
-        fin = handle.finished
     left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
     right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
-    utility = fin.metrics.get("utility") if fin is not None else None
-    if utility and "steps" not in utility:  # logit sharing: client accuracy is a metric above, not a curve
-        utility = None
-    if steps is not None or utility:
+    if steps is not None or utility is not None:
         left, right = st.columns(2)
         if steps is not None:
             left.plotly_chart(steps, key="chart_steps", config={"displayModeBar": False})
-        if utility:
-            right.plotly_chart(_utility_chart(utility), key="chart_utility", config={"displayModeBar": False})
+        if utility is not None:
+            right.plotly_chart(utility, key="chart_utility", config={"displayModeBar": False})
+
+
+def _tab_alive():
+    """Whether this browser tab is still connected (its websocket), for the pool to free a closed tab's
+    worker at once; None where there is no server runtime (AppTest)."""
+    from streamlit import runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    ctx = get_script_run_ctx()
+    if ctx is None or not runtime.exists():
+        return None
+    rt, session = runtime.get_instance(), ctx.session_id
+    return lambda: rt.is_active_session(session)
 
 
 def _start(scenario, uploads) -> None:
     old = st.session_state.get("handle")
     if old is not None and not old.done:
         old.stop()
-    st.session_state["handle"] = run_pool().submit(scenario, uploads or None)
-    st.session_state["live"] = True
+    st.session_state["handle"] = run_pool().submit(scenario, uploads or None, alive=_tab_alive())
 
 
 def _stop() -> None:
@@ -614,6 +660,28 @@ def main() -> None:
             st.query_params.from_dict(query)
         threat_card(scenario)
     handle = st.session_state.get("handle")
+    pace = _pace(handle)
+    st.fragment(run_every=pace)(run_panel)(scenario, problem, uploads, pace)
+
+
+def _pace(handle) -> float | None:
+    """How often the run panel refreshes: 4×/s while the run runs, once a second while it queues (a full
+    classroom waiting costs the server little), never once it is complete."""
+    if handle is None or handle.complete:
+        return None
+    return POLL_SECONDS if handle.status == "running" else QUEUED_POLL_SECONDS
+
+
+def run_panel(scenario, problem, uploads, pace: float | None) -> None:
+    """Run / Stop and the run itself: one fragment, the page's one refresh mechanism.
+
+    The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
+    that state changes pace (queued → running → complete), the fragment asks for one full rerun, which
+    sets the new pace — the browser drops every fragment timer when a full run starts, so no timer
+    outlives the tree it draws into, and a complete run's page stops refreshing. There is one fragment
+    and one timer: nothing else races it (two fragments and a rerun from one of them blanked a busy
+    classroom's tabs)."""
+    handle = st.session_state.get("handle")
     running = handle is not None and not handle.done
     c1, c2, c3 = st.columns([1, 1, 4])
     c1.button("Run attack", type="primary", disabled=problem is not None or scenario is None, on_click=_start,
@@ -630,6 +698,10 @@ def main() -> None:
         c3.caption(f"Scenario: preset **{scenario.preset}**, {scenario['attack']} on {model}, "
                    f"{catalog.private_images(scenario)} {what}, {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
-    live = st.session_state.get("live", False)
-    st.fragment(run_every=POLL_SECONDS if live else None)(live_panel)()
-    st.fragment(run_every=CHART_SECONDS if live else None)(chart_panel)()
+    if handle is None:
+        st.info("Press **Run attack** to start. The reconstruction streams in here as the attack works.")
+        return
+    run_view(handle.poll())
+    chart_panel(handle)
+    if _pace(handle) != pace:
+        st.rerun()  # one full rerun sets the new pace (and stops the timer once the run is complete)

@@ -4,36 +4,57 @@ Attacks are CPU-heavy Python loops; in the page's own process they would fight t
 GIL (measured: 2x slower with a chart being drawn beside them). So each run goes to one of
 `MAX_RUNNING` worker processes, started once and warmed up; the rest wait in order and say so. Events
 come back through a queue and land in the session's RunHandle, which keeps only the latest frame and
-thinned curves, so memory stays flat over long runs. A handle nobody has polled for `ABANDON_AFTER`
-seconds (its tab was closed) stops its run.
+thinned curves, so memory stays flat over long runs.
+
+Every handle ends: finished, stopped, failed, or dropped (a queued run whose tab stopped asking; it is
+queued again at its old place if the tab comes back). A stop names its job, never a worker, so a late
+Stop cannot reach a stranger's run. A tab is gone when its browser session disconnects (the page hands
+in `alive`) or, without that, when nobody polled it for `ABANDON_AFTER` seconds. Runs share the cores
+the web server leaves: each worker's torch thread count follows the number of runs active at the time.
 """
 from __future__ import annotations
 
+import atexit
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
 
 from ..events import Failed, Finished, Progress, Started
 from ..runner import Thinned
 from ..scenario import Scenario, from_dict
 
 MAX_RUNNING = int(os.environ.get("LEAKDEMO_MAX_RUNS", "2"))
-ABANDON_AFTER = 15.0  # seconds without a poll -> the tab is gone, stop the run
-
+ABANDON_AFTER = 15.0  # seconds without a poll -> the tab is gone (when no `alive` check is available)
+TICK = 0.05  # the dispatcher's period
+CORES = os.cpu_count() or 1
+# The runs share the cores the web server leaves them: it needs one of its own to draw every tab's frames.
+# Measured on 2 cores with the page open: a lone DLG run took 72 s with 2 torch threads (OpenMP threads
+# spinning against the server and the browser) and 15 s with 1 (the CLI: 11 s).
+RUN_CORES = max(1, CORES - 1)
+THREADS_CAP = int(os.environ.get("LEAKDEMO_MAX_THREADS", "0")) or RUN_CORES  # torch threads one run may use
+# A worker that dies of these went down with the server (the whole process group was told to stop):
+# it is not replaced. Any other death (the OS's OOM killer sends SIGKILL) is.
+SHUTDOWN_SIGNALS = {-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP}
 
 CHECKS = ("step1_error", "step2_error",  # CAFE's Step I/II errors (Progress.checks), None elsewhere
           "attack_accuracy", "baseline_attack_accuracy")  # PLI and the TBI baseline beside it
 CURVES = ("iteration", "psnr", "ssim", "loss") + CHECKS
+DONE = ("finished", "stopped", "failed", "dropped")
 
 
-@dataclass
+@dataclass(eq=False)
 class RunHandle:
     scenario: Scenario
     uploads: list | None = None
-    status: str = "queued"  # queued | running | finished | stopped | failed
+    alive: Callable[[], bool] | None = None  # is the tab that asked still connected?
+    status: str = "queued"  # queued | running | finished | stopped | failed | dropped
     started: Started | None = None
     latest: Progress | None = None
     finished: Finished | None = None
@@ -44,21 +65,25 @@ class RunHandle:
     artifacts: dict = field(default_factory=dict)  # built in the worker, on finish
     curves: dict = field(default_factory=lambda: {k: Thinned(400) for k in CURVES})
     stop_requested: bool = False
+    version: int = 0  # bumped by every event: the page redraws a frame only when it changed
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _worker: "_Worker | None" = field(default=None, repr=False)
+    seq: int = 0  # place in the queue (kept when a dropped run is queued again)
+    job_id: int | None = None
+    _pool: "RunPool | None" = field(default=None, repr=False)
 
     def poll(self) -> "RunHandle":
         self.last_poll = time.time()
+        if self.status == "dropped" and self._pool is not None:
+            self._pool.requeue(self)  # the tab is back: take its old place in the queue
         return self
 
     def stop(self) -> None:
         with self.lock:
             self.stop_requested = True
-            if self.status == "queued":
+            if self.status in ("queued", "dropped"):
                 self.status = "stopped"
-            worker = self._worker
-        if worker is not None:
-            worker.stop_flag.set()
+        if self._pool is not None:
+            self._pool.stop_job(self)
 
     @property
     def stopping(self) -> bool:
@@ -66,11 +91,17 @@ class RunHandle:
 
     @property
     def done(self) -> bool:
-        return self.status in ("finished", "stopped", "failed")
+        return self.status in DONE
+
+    @property
+    def complete(self) -> bool:
+        """Done, and nothing more will arrive (the downloads follow a finished result)."""
+        return self.done and (self.status != "finished" or bool(self.artifacts))
 
     def apply(self, ev) -> None:
         """Fold one event from the worker into what the page shows."""
         with self.lock:
+            self.version += 1
             if isinstance(ev, Started):
                 self.started = ev
             elif isinstance(ev, Progress):
@@ -110,29 +141,53 @@ def build_artifacts(scenario: Scenario, started: Started, fin: Finished, keyfram
     return out
 
 
-def _worker_main(jobs, results, stop_flag) -> None:
-    """Runs in a worker process: take a job, stream its events back, repeat."""
-    import torch
+class JobControl:
+    """What the Runner checks between steps, in the worker: a stop meant for *this* job (the pool writes
+    the job's id into a shared value), and the thread budget (runs share the cores)."""
 
+    def __init__(self, stop_job, threads, job_id: int):
+        self.stop_job, self.threads, self.job_id = stop_job, threads, job_id
+        self._threads_now = 0
+
+    def set(self) -> None:
+        self.stop_job.value = self.job_id
+
+    def is_set(self) -> bool:
+        want = max(1, self.threads.value)
+        if want != self._threads_now:  # called on the worker's main thread, between two steps
+            torch.set_num_threads(want)
+            self._threads_now = want
+        return self.stop_job.value == self.job_id
+
+
+def _worker_main(jobs, results, stop_job, threads) -> None:
+    """Runs in a worker process: take a job, stream its events back, repeat."""
     from ..data import available_samples, sample_image
     from ..runner import Run
-    # split the cores between the workers: oversubscribed OpenMP threads slow every run down
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // MAX_RUNNING))
+    torch.set_num_threads(max(1, threads.value))
     from ..scenario import from_preset
-    # warm every code path once (imports, torch's optimizer machinery, the photos) so that the first
-    # real run shows its first frame at once
+    # warm every code path once (imports, torch's optimizer machinery, LPIPS, the photos) so that the
+    # first real run shows its first frame at once
     for _ in Run(from_preset("dlg", {"iterations": 2, "image_size": 16})).events():
         pass
     for name in available_samples():
         sample_image(name, 32)
     results.put(("ready", None))
+    parent = os.getppid()
     while True:
-        job = jobs.get()
+        try:
+            job = jobs.get(timeout=1.0)
+        except queue.Empty:
+            if os.getppid() != parent:  # the server is gone (killed outright): do not linger
+                return
+            continue
         if job is None:
             return
         job_id, scenario_dict, uploads = job
         scenario = from_dict(scenario_dict)
-        run = Run(scenario, uploads, stop_event=stop_flag)
+        control = JobControl(stop_job, threads, job_id)
+        control.is_set()  # takes this moment's share of the cores before the set-up
+        run = Run(scenario, uploads, stop_event=control)
         started = None
         for ev in run.events():
             if isinstance(ev, Started):
@@ -143,8 +198,6 @@ def _worker_main(jobs, results, stop_flag) -> None:
                     results.put((job_id, build_artifacts(scenario, started, ev, run.keyframes.items)))
                 except Exception as e:  # downloads are a convenience: never lose the result over them
                     results.put((job_id, {"error": f"downloads unavailable ({e.__class__.__name__})"}))
-            if isinstance(ev, Failed):
-                results.put((job_id, {}))
         results.put((job_id, "done"))
 
 
@@ -152,14 +205,26 @@ class _Worker:
     def __init__(self, ctx):
         self.ctx = ctx
         self.handle: RunHandle | None = None
+        self.job_id: int | None = None
+        self.stop_job = ctx.Value("q", 0, lock=False)
+        self.threads = ctx.Value("i", 1, lock=False)
         self.start()
 
     def start(self) -> None:
         self.ready = False
-        self.jobs, self.results, self.stop_flag = self.ctx.Queue(), self.ctx.Queue(), self.ctx.Event()
-        self.process = self.ctx.Process(target=_worker_main, args=(self.jobs, self.results, self.stop_flag),
+        self.jobs, self.results = self.ctx.Queue(), self.ctx.Queue()
+        self.process = self.ctx.Process(target=_worker_main, args=(self.jobs, self.results, self.stop_job, self.threads),
                                         daemon=True, name="leakdemo-worker")
         self.process.start()
+
+
+_POOLS: "list[RunPool]" = []
+
+
+def close_all() -> None:
+    """Close every pool this process started (tests, and anything embedding the dashboard)."""
+    for p in list(_POOLS):
+        p.close()
 
 
 class RunPool:
@@ -168,20 +233,27 @@ class RunPool:
         self._ctx = mp.get_context("spawn")
         self._lock = threading.Lock()
         self._waiting: list[RunHandle] = []
-        self._workers = [_Worker(self._ctx) for _ in range(max_running)]
         self._next_id = 0
+        self._next_seq = 0
+        self.closing = False
+        self._workers = [_Worker(self._ctx) for _ in range(max_running)]
         for w in self._workers:
             threading.Thread(target=self._pump, args=(w,), daemon=True, name="leakdemo-pump").start()
         threading.Thread(target=self._dispatch, daemon=True, name="leakdemo-dispatch").start()
+        atexit.register(self.close)
+        _POOLS.append(self)
 
-    def submit(self, scenario: Scenario, uploads=None) -> RunHandle:
-        handle = RunHandle(scenario, uploads)
+    # ------------------------------------------------------------ what pages call
+
+    def submit(self, scenario: Scenario, uploads=None, alive: Callable[[], bool] | None = None) -> RunHandle:
         with self._lock:
+            self._next_seq += 1
+            handle = RunHandle(scenario, uploads, alive, seq=self._next_seq, _pool=self)
             self._waiting.append(handle)
         return handle
 
     def position(self, handle: RunHandle) -> int:
-        """How many runs are ahead of a queued one (1 = next); 0 when it is not waiting."""
+        """How many runs are ahead of a queued one, itself included (1 = next); 0 when it is not waiting."""
         with self._lock:
             return self._waiting.index(handle) + 1 if handle in self._waiting else 0
 
@@ -189,49 +261,138 @@ class RunPool:
         """Workers that have finished warming up."""
         return sum(w.ready for w in self._workers)
 
+    def running(self) -> int:
+        return sum(w.handle is not None for w in self._workers)
+
+    def requeue(self, handle: RunHandle) -> None:
+        """A dropped run whose tab came back: queued again at the place it had."""
+        with self._lock, handle.lock:
+            if handle.status != "dropped" or self.closing:
+                return
+            handle.status = "queued"
+            handle.notes.append("this tab was away, so its place was released; queued again at the same place")
+            self._waiting.append(handle)
+            self._waiting.sort(key=lambda h: h.seq)
+
+    def stop_job(self, handle: RunHandle) -> None:
+        """Stop the handle's own job, if a worker is running it right now; nothing else."""
+        with self._lock:
+            self._waiting = [h for h in self._waiting if h is not handle]
+            for w in self._workers:
+                if w.handle is handle and w.job_id == handle.job_id:
+                    w.stop_job.value = handle.job_id
+
+    def close(self) -> None:
+        """Stop every worker and start none (the server is shutting down)."""
+        with self._lock:
+            if self in _POOLS:
+                _POOLS.remove(self)
+            if self.closing:
+                return
+            self.closing = True
+            workers = list(self._workers)
+        for w in workers:
+            try:
+                w.jobs.put_nowait(None)
+            except Exception:
+                pass
+            if w.job_id is not None:
+                w.stop_job.value = w.job_id
+        for w in workers:
+            w.process.join(timeout=2)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(timeout=2)
+
+    # ------------------------------------------------------------ threads
+
+    def _gone(self, h: RunHandle, now: float) -> bool:
+        if h.alive is not None:
+            try:
+                return not h.alive()
+            except Exception:
+                return False
+        return now - h.last_poll > ABANDON_AFTER
+
     def _dispatch(self) -> None:
-        while True:
-            time.sleep(0.05)
+        while not self.closing:
+            time.sleep(TICK)
+            now = time.time()
             with self._lock:
-                self._waiting = [h for h in self._waiting if h.status == "queued"
-                                 and time.time() - h.last_poll < ABANDON_AFTER]
+                if self.closing:
+                    return
+                keep = []
+                for h in self._waiting:
+                    if h.status != "queued":
+                        continue
+                    if self._gone(h, now):
+                        with h.lock:
+                            h.status = "dropped"
+                            h.error = "dropped: the tab stopped asking"
+                        continue
+                    keep.append(h)
+                self._waiting = keep
                 for w in self._workers:
                     if w.handle is None and w.ready and self._waiting:
-                        h = self._waiting.pop(0)
-                        self._next_id += 1
-                        w.stop_flag.clear()
-                        with h.lock:
-                            h.status, h._worker = "running", w
-                        w.handle = h
-                        w.jobs.put((self._next_id, h.scenario.to_dict(), h.uploads))
-                        w.job_id = self._next_id
-                    elif w.handle is not None and time.time() - w.handle.last_poll > ABANDON_AFTER:
-                        w.stop_flag.set()  # the tab is gone
+                        self._start(w, self._waiting.pop(0))
+                    elif w.handle is not None and w.job_id is not None and self._gone(w.handle, now):
+                        w.stop_job.value = w.job_id  # the tab is gone: free the worker
+                self._share_cores()
+                if os.environ.get("LEAKDEMO_DEBUG_POOL") and int(now * 20) % 100 == 0:
+                    print("POOL", [(w.ready, w.job_id, w.process.is_alive(), w.handle and w.handle.status) for w in self._workers],
+                          [(h.seq, h.status) for h in self._waiting], flush=True)
+
+    def _start(self, w: _Worker, h: RunHandle) -> None:
+        self._next_id += 1
+        with h.lock:
+            h.status, h.job_id = "running", self._next_id
+        w.handle, w.job_id = h, self._next_id
+        self._share_cores()
+        w.jobs.put((self._next_id, h.scenario.to_dict(), h.uploads))
+
+    def _share_cores(self) -> None:
+        """A run alone gets every core the server leaves; several split them (oversubscribed OpenMP slows
+        every run down)."""
+        per_run = max(1, min(THREADS_CAP, RUN_CORES // max(1, self.running())))
+        for w in self._workers:
+            if w.threads.value != per_run:
+                w.threads.value = per_run
 
     def _pump(self, w: _Worker) -> None:
-        while True:
+        while not self.closing:
             try:
-                job_id, item = w.results.get(timeout=1.0)
+                job_id, item = w.results.get(timeout=0.5)
             except queue.Empty:
-                if not w.process.is_alive():
+                if not w.process.is_alive() and not self.closing:
                     self._worker_died(w)
                 continue
-            with self._lock:
-                h = w.handle if getattr(w, "job_id", None) == job_id else None
+            except (EOFError, OSError):  # the queue broke with its process
+                time.sleep(0.1)
+                continue
             if job_id == "ready":
                 w.ready = True
                 continue
+            with self._lock:
+                h = w.handle if w.job_id == job_id else None
             if h is None:
                 continue
             if item == "done":
                 with self._lock:
-                    w.handle = None
+                    w.handle, w.job_id = None, None
+                    self._share_cores()
                 continue
             h.apply(item)
 
     def _worker_died(self, w: _Worker) -> None:
+        code = w.process.exitcode
         with self._lock:
-            h, w.handle = w.handle, None
-        if h is not None:
-            h.apply(Failed("the worker process stopped unexpectedly (out of memory?); please run again"))
-        w.start()
+            h, w.handle, w.job_id = w.handle, None, None
+            w.ready = False
+            replace = not self.closing and code not in SHUTDOWN_SIGNALS
+        if h is not None and not h.done:
+            h.apply(Failed("the worker running this attack stopped unexpectedly (exit code "
+                           f"{code}; out of memory?); please run it again"))
+        if replace:
+            w.start()
+        else:
+            self.closing = True  # the server is going down with its workers: start nothing more
