@@ -119,6 +119,45 @@ def test_uploads_are_validated():
         decode_upload("e.png", b"0" * (11 * 2**20))
 
 
+def _png(image) -> bytes:
+    import io
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_hostile_uploads_are_refused_with_a_message_naming_the_file():
+    from PIL import Image
+
+    from leakdemo.data import decode_upload
+    from leakdemo.errors import LeakdemoError
+    ok = _png(Image.fromarray(np.full((64, 64, 3), 100, dtype=np.uint8)))
+    frames = [Image.fromarray(np.full((16, 16, 3), 50 * i, dtype=np.uint8)) for i in range(3)]
+    anim = __import__("io").BytesIO()
+    frames[0].save(anim, format="PNG", save_all=True, append_images=frames[1:])
+    bomb = _png(Image.new("L", (20000, 20000), 7))  # ~430 KB of a single colour
+    assert len(bomb) < 1_000_000
+    cases = {"empty.png": (b"", "the file is empty"),
+             "notes.png": (b"just text, renamed\n" * 20, "not a readable image"),
+             "cut.png": (ok[: len(ok) // 2], "not a readable image"),
+             "bomb.png": (bomb, "too large"),
+             "anim.png": (anim.getvalue(), "animated images are not accepted")}
+    for name, (data, message) in cases.items():
+        with pytest.raises(LeakdemoError, match=message) as e:
+            decode_upload(name, data)
+        assert str(e.value).startswith(name + ":")
+
+
+def test_sixteen_bit_uploads_are_scaled_not_clipped():
+    from PIL import Image
+
+    from leakdemo.data import decode_upload
+    ramp = np.linspace(0, 65535, 64 * 64).reshape(64, 64).astype(np.uint16)
+    rgb = decode_upload("ramp16.png", _png(Image.fromarray(ramp)))
+    assert rgb.shape == (64, 64, 3) and rgb.dtype == np.uint8
+    assert rgb.min() == 0 and rgb.max() == 255 and 120 < rgb[32, 32, 0] < 136  # mid-grey in the middle
+
+
 def test_fedavg_threat_card_says_who_knows_the_learning_rate():
     at = lab(preset="dlg")
     widget(at, "Protocol").set_value("fedavg").run()

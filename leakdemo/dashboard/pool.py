@@ -338,9 +338,6 @@ class RunPool:
                     elif w.handle is not None and w.job_id is not None and self._gone(w.handle, now):
                         w.stop_job.value = w.job_id  # the tab is gone: free the worker
                 self._share_cores()
-                if os.environ.get("LEAKDEMO_DEBUG_POOL") and int(now * 20) % 100 == 0:
-                    print("POOL", [(w.ready, w.job_id, w.process.is_alive(), w.handle and w.handle.status) for w in self._workers],
-                          [(h.seq, h.status) for h in self._waiting], flush=True)
 
     def _start(self, w: _Worker, h: RunHandle) -> None:
         self._next_id += 1
