@@ -404,8 +404,8 @@ PAGE = 100  # samples per page of the data-set view
 def _png_once(key: tuple, make) -> tuple[str, int]:
     """A picture for the page, encoded once per key: (inline data URL, its width in pixels).
 
-    The page redraws 4×/s and a frame changes far less often, so encoding each time would take CPU from
-    the attack on a small machine. Inline, the picture travels with the element that shows it: there is
+    The run panel redraws twice a second and a frame may change less often, so encoding each time would
+    take CPU from the attack on a small machine. Inline, the picture travels with the element that shows it: there is
     no media file that a later frame could drop before the browser has fetched it. Pictures are sent
     small (twice the images' own size) and enlarged by the browser with crisp, pixelated scaling: an
     upscaled PNG re-sent on every redraw of a dozen tabs kept the server's one core busy."""
@@ -665,7 +665,7 @@ def main() -> None:
 
 
 def _pace(handle) -> float | None:
-    """How often the run panel refreshes: 4×/s while the run runs, once a second while it queues (a full
+    """How often the run panel refreshes: twice a second while the run runs, every 2 s while it queues (a full
     classroom waiting costs the server little), never once it is complete."""
     if handle is None or handle.complete:
         return None
