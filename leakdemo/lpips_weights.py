@@ -31,7 +31,8 @@ TORCHVISION_FILE = "alexnet-owt-7be5be79.pth"  # what torchvision caches for Ale
 
 # lpips.LPIPS(net="alex") keeps AlexNet's features in five slices under their torchvision indices.
 TORCHVISION_INDEX = (0, 3, 6, 8, 10)
-LPIPS_KEYS = tuple(f"net.slice{s}.{i}" for s, i in zip(range(1, 6), TORCHVISION_INDEX))
+LPIPS_KEYS = tuple(f"net.slice{s}.{i}.{part}" for s, i in zip(range(1, 6), TORCHVISION_INDEX)
+                   for part in ("weight", "bias"))
 SHAPES = ((64, 3, 11, 11), (192, 64, 5, 5), (384, 192, 3, 3), (256, 384, 3, 3), (256, 256, 3, 3))
 
 
@@ -118,14 +119,13 @@ def _check_shapes(tensors: list[torch.Tensor], where: str) -> None:
 
 
 def _state(tensors: list[torch.Tensor]) -> dict[str, torch.Tensor]:
-    keys = [f"{k}.{part}" for k in LPIPS_KEYS for part in ("weight", "bias")]
-    return dict(zip(keys, tensors))
+    return dict(zip(LPIPS_KEYS, tensors))
 
 
 def _from_cache(path: str) -> list[torch.Tensor] | None:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-        tensors = [state[k] for k in _state([None] * 10)]
+        tensors = [state[k] for k in LPIPS_KEYS]
         _check_shapes(tensors, path)
         return [t.float() for t in tensors]
     except Exception:  # a missing, partial or foreign cache file is simply rebuilt

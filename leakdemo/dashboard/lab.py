@@ -324,8 +324,6 @@ def run_view(handle) -> None:
     if status == "failed":
         st.error(f"The run could not complete: {error}")
         return
-    if status == "dropped":
-        st.warning("This tab was away, so its place in the queue was released; it is queued again.")
     if status in ("finished", "stopped") and fin is not None:
         word = "Finished" if status == "finished" else "Stopped"
         st.success(f"**{word}** after {fin.iterations} iterations in {fin.seconds:.1f} s."
@@ -339,12 +337,12 @@ def run_view(handle) -> None:
     per = fin.metrics["psnr_per_image"] if fin is not None else (latest.psnr_per_image or [] if latest else [])
     ids = fin.metrics.get("sample_ids") if fin is not None else (latest.sample_ids if latest else None)
     originals = started.originals if ids is None else started.originals[np.asarray(ids)]
+    frame = ("final", fin.iterations) if fin is not None else ("live", latest.iteration if latest else -1)
     if started.scenario["params"].get("protocol") in catalog.LOGIT_PROTOCOLS:
         src = fin if fin is not None else latest
         success = fin.metrics.get("success") if fin is not None else (latest.success if latest else None)
         _classes_panel(handle.seq, started, images, getattr(src, "baseline", None), success, latest)
     elif len(started.originals) >= MOSAIC_FROM:
-        frame = ("final", fin.iterations) if fin is not None else ("live", latest.iteration if latest else -1)
         _dataset_panel(handle.seq, started, originals, images, per, ids, frame)
     else:
         left, right = st.columns(2, gap="large")
@@ -353,7 +351,6 @@ def run_view(handle) -> None:
         _show(left, ("row", handle.seq, -1), lambda: _grid(originals), zoom, ", ".join(started.names[:16]))
         right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
         if images is not None:
-            frame = ("final", fin.iterations) if fin is not None else ("live", latest.iteration if latest else -1)
             _show(right, ("row", handle.seq, frame), lambda: _grid(images), zoom,
                   " · ".join(f"{v:.1f} dB" for v in per[:16]) or None)
         if len(originals) > 1 and started.scenario["params"].get("attack") == "cafe":
@@ -405,10 +402,10 @@ def _png_once(key: tuple, make) -> tuple[str, int]:
     """A picture for the page, encoded once per key: (inline data URL, its width in pixels).
 
     The run panel redraws twice a second and a frame may change less often, so encoding each time would
-    take CPU from the attack on a small machine. Inline, the picture travels with the element that shows it: there is
-    no media file that a later frame could drop before the browser has fetched it. Pictures are sent
-    small (twice the images' own size) and enlarged by the browser with crisp, pixelated scaling: an
-    upscaled PNG re-sent on every redraw of a dozen tabs kept the server's one core busy."""
+    take CPU from the attack on a small machine. Inline, the picture travels with the element that shows
+    it: there is no media file that a later frame could drop before the browser has fetched it. Pictures
+    are sent small (twice the images' own size) and enlarged by the browser with crisp, pixelated scaling:
+    an upscaled PNG re-sent on every redraw of a dozen tabs kept the server's one core busy."""
     import base64
 
     from ..artifacts import png_bytes

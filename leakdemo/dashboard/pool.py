@@ -65,7 +65,6 @@ class RunHandle:
     artifacts: dict = field(default_factory=dict)  # built in the worker, on finish
     curves: dict = field(default_factory=lambda: {k: Thinned(400) for k in CURVES})
     stop_requested: bool = False
-    version: int = 0  # bumped by every event: the page redraws a frame only when it changed
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     seq: int = 0  # place in the queue (kept when a dropped run is queued again)
     job_id: int | None = None
@@ -101,7 +100,6 @@ class RunHandle:
     def apply(self, ev) -> None:
         """Fold one event from the worker into what the page shows."""
         with self.lock:
-            self.version += 1
             if isinstance(ev, Started):
                 self.started = ev
             elif isinstance(ev, Progress):
