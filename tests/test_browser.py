@@ -147,8 +147,8 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     frames = re.search(r"green ≥ 30 dB \((\d+)\)", body)
     assert frames and int(frames.group(1)) >= 12, body[-1500:]  # most samples recovered, each scored alone
     assert "What each of the 4 workers holds" in body
-    page.get_by_text("Steps I–II: relative error vs the truth").wait_for(timeout=30_000)
-    page.get_by_text("Utility: training loss").wait_for(timeout=30_000)
+    page.get_by_text("Steps I–II: relative error vs the truth").first.wait_for(timeout=30_000)
+    page.get_by_text("Utility: training loss").first.wait_for(timeout=30_000)
     assert float(metric_value(page, "PSNR").split()[0]) >= 25
     assert_no_traceback(page)
 
@@ -162,7 +162,7 @@ def test_pli_shows_each_private_class_beside_pli_and_tbi(server, browser):
     assert "✓ digit" in body and "Communication round 2 of 2" in body, body[-1500:]
     assert metric_value(page, "Attack accuracy (PLI)").endswith("%")
     assert metric_value(page, "Client accuracy").endswith("%")
-    page.get_by_text("Attack accuracy (share of target classes)").wait_for(timeout=30_000)
+    page.get_by_text("Attack accuracy (share of target classes)").first.wait_for(timeout=30_000)
     assert_no_traceback(page)
 
 
