@@ -434,7 +434,10 @@ DEFENSES = {
         "defense", "dp-gaussian", "Gaussian noise (DP-style)",
         "Clip the payload's norm (the gradient, or the uploaded weights), then add Gaussian noise to every entry.",
         params=(Param("dp_sigma", "float", 0.01, "standard deviation of the Gaussian noise", low=0.0, high=10.0,
-                      log=True, group="defense", label="Noise σ"), _DP_CLIP),
+                      log=True, group="defense", label="Noise σ"), _DP_CLIP,
+                Param("dp_delta", "float", 1e-5, "δ of the (ε, δ) guarantee reported when the payload is clipped "
+                      "(the chance the bound fails; keep it below 1/N)", low=1e-12, high=0.1, log=True,
+                      group="defense", label="δ")),
         protocols=("fedsgd", "fedavg", "vfl"), payload="any", paper="Abadi et al. Deep Learning with Differential Privacy. 2016"),
     "dp-laplace": Component(
         "defense", "dp-laplace", "Laplace noise (DP-style)",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -78,10 +79,12 @@ def _bar(ev: Progress, width: int = 28) -> str:
             f"loss {ev.loss if ev.loss is not None else float('nan'):.3g}  {ev.seconds:5.1f}s  ETA {ev.eta or 0:5.1f}s ")
 
 
-def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None, quiet: bool = False):
-    """Run a scenario with CLI output; returns the Finished event or raises LeakdemoError."""
+def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None, quiet: bool = False,
+            store=None, fresh: bool = False):
+    """Run a scenario with CLI output (from the run store when it holds it); returns the Finished event
+    or raises LeakdemoError."""
     from .runner import Run
-    run = Run(scenario)
+    run = Run(scenario, store=store, fresh=fresh, source="cli")
     tty = sys.stderr.isatty() and not quiet
     started = None
     try:
@@ -101,8 +104,11 @@ def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None,
             elif isinstance(ev, Failed):
                 raise LeakdemoError(ev.message)
             elif isinstance(ev, Finished):
-                if tty and not jsonl:
+                if tty and not jsonl and not run.from_store:
                     print(file=sys.stderr)
+                if run.from_store and not jsonl and not quiet:
+                    print(f"from the run store (run {run.stored_id}, recorded before by this code version; "
+                          "--fresh runs it again)", file=sys.stderr)
                 if out_dir:
                     from .artifacts import write_all
                     files = write_all(out_dir, scenario.to_json(), started.originals, ev, run.keyframes.items)
@@ -123,7 +129,8 @@ def _summary(ev: Finished) -> str:
     return (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {la}, "
             f"{ev.iterations} iterations in {ev.seconds:.1f} s"
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
-            + "".join(f"\n  {line}" for line in _vfl_lines(m) + _logit_lines(m)))
+            + "".join(f"\n  {line}" for line in _vfl_lines(m) + _logit_lines(m))
+            + (f"\n  privacy: {m['privacy']} — {m['privacy_note']}" if m.get("privacy") else ""))
 
 
 def _logit_lines(m: dict) -> list[str]:
@@ -166,11 +173,12 @@ def _vfl_lines(m: dict) -> list[str]:
 
 
 def cmd_run(args) -> int:
+    from .store import open_store
     overrides = parse_sets(args.set)
     if args.device:
         overrides["device"] = args.device
     scenario = load(args.scenario, overrides)
-    ev = execute(scenario, jsonl=args.jsonl, out_dir=args.out)
+    ev = execute(scenario, jsonl=args.jsonl, out_dir=args.out, store=open_store(), fresh=args.fresh)
     if not args.jsonl:
         print(_summary(ev))
         if ev.metrics.get("note"):
@@ -251,6 +259,162 @@ def cmd_bench(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- runs (the run store)
+
+
+def cmd_runs(args) -> int:
+    from .store import open_store
+    store = open_store()
+    if store is None:
+        raise LeakdemoError("runs: the run store is turned off (LEAKDEMO_STORE=off)")
+    action, rest = args.action, args.rest
+    if action == "list":
+        rows = store.runs(limit=args.limit)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return 0
+        print(f"{len(rows)} run(s) in {store.path}" + ("" if len(rows) < args.limit else f" (newest {args.limit})"))
+        if rows:
+            print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'attack':<10} {'defense':<15} "
+                  f"{'status':<9} {'PSNR':>6} {'seconds':>8}")
+        for r in rows:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
+            psnr = "-" if r["psnr"] is None else f"{r['psnr']:.1f}"
+            print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} {r['attack']:<10} "
+                  f"{r['defense']:<15} {r['status']:<9} {psnr:>6} {r['seconds']:>8.1f}")
+        return 0
+    if not rest:
+        raise LeakdemoError(f"runs {action}: give the run's id (`python -m leakdemo runs list` shows them)")
+    try:
+        run_id = int(rest[0])
+    except ValueError:
+        raise LeakdemoError(f"runs {action}: the id must be a whole number, got {rest[0]!r}") from None
+    if action == "delete":
+        if not store.delete(run_id):
+            raise LeakdemoError(f"runs delete: no run {run_id} in {store.path}")
+        print(f"deleted run {run_id}")
+        return 0
+    stored = store.load(run_id)
+    if action == "show":
+        info = {"id": stored.id, "recorded": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stored.created)),
+                "source": stored.source, "code_version": stored.code_version, "scenario": stored.scenario,
+                **to_json(stored.finished)}
+        print(json.dumps(info, indent=2))
+        return 0
+    if len(rest) < 2:
+        raise LeakdemoError("runs export: give the run's id and a folder, e.g. `runs export 3 out/`")
+    from .artifacts import write_all
+    scenario_json = json.dumps(stored.scenario, indent=2)
+    files = write_all(rest[1], scenario_json, stored.started.originals, stored.finished, stored.keyframes)
+    print(f"wrote {', '.join(files)}")
+    return 0
+
+
+# ---------------------------------------------------------------- sweep
+
+
+def _eta(seconds) -> str:
+    if seconds is None:
+        return "…"
+    m, sec = divmod(int(round(seconds)), 60)
+    return f"{m}m{sec:02d}s" if m else f"{sec}s"
+
+
+def _row_line(r: dict) -> str:
+    from .sweep import utility_of
+    if r.get("attack_accuracy") is not None:
+        leak = f"attack accuracy {r['attack_accuracy']:.2f}"
+    elif r.get("psnr") is not None:
+        lo, hi = r["psnr_range"]
+        rec = "" if r.get("recognisable") is None else f", {r['recognisable']:.0%} recognisable"
+        leak = f"PSNR {r['psnr']:5.1f} dB [{lo:.1f}–{hi:.1f}]{rec}"
+    else:
+        leak = "no result"
+    name, u = utility_of(r)
+    util = "" if u is None else f"  {name.replace('_', ' ')} {u:.3f}"
+    fail = f"  ({r['failed']} failed: {r['errors'][0]})" if r.get("failed") else ""
+    return f"{r['label']:<28} {leak}{util}  {r['privacy']}{fail}"
+
+
+def cmd_sweep(args) -> int:
+    from .store import open_store
+    from .sweep import PointDone, RunDone, Sweep, SweepFinished, SweepStarted, parse_axis
+    from . import sweeps as presets_of_sweeps
+    overrides = parse_sets(args.set)
+    if args.device:
+        overrides["device"] = args.device
+    spec = presets_of_sweeps.load(args.scenario)
+    if spec is not None:
+        base = load(spec.base, {**spec.set, **overrides})
+        varies = args.vary or spec.vary
+        seeds = args.seeds if args.seeds is not None else spec.seeds
+        images = args.images or spec.images
+        title = spec.title
+    else:
+        base = load(args.scenario, overrides)
+        varies, seeds, images, title = args.vary, args.seeds or 1, args.images, f"{args.scenario}: sweep"
+    if not varies:
+        raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N (or NAME=a,b,c)")
+    axes = [parse_axis(v, base) for v in varies]
+    image_list = [i.strip() for i in images.split(",") if i.strip()] if images else None
+    address = args.address or os.environ.get("LEAKDEMO_RAY_ADDRESS") or None
+    backend = args.backend or ("ray" if args.address else "local")
+    sweep = Sweep(base, axes, seeds=seeds, images=image_list, store=open_store(), fresh=args.fresh,
+                  backend=backend, workers=args.workers, ray_address=address)
+    tty = sys.stderr.isatty()
+    rows, status, total_s = [], "finished", 0.0
+    try:
+        for ev in sweep.events():
+            if args.jsonl:
+                print(json.dumps(_sweep_json(ev)), flush=True)
+            if isinstance(ev, SweepStarted):
+                if not args.jsonl:
+                    print(f"{title}: {len(ev.points)} points × {seeds} seed(s) × {len(image_list or [1])} image(s) = "
+                          f"{ev.runs} runs, {ev.cached} from the run store, backend {ev.backend}", file=sys.stderr)
+            elif isinstance(ev, (PointDone, RunDone)) and not args.jsonl:
+                bar = f"[{'#' * int(28 * ev.done_runs / max(ev.total_runs, 1)):<28}] {ev.done_runs}/{ev.total_runs} runs" \
+                      f"  {ev.seconds:5.1f}s  ETA {_eta(ev.eta)}"
+                if isinstance(ev, PointDone):
+                    print(("\r" if tty else "") + _row_line(ev.point) + " " * 10, file=sys.stderr, flush=True)
+                if tty:
+                    print("\r" + bar, end="", file=sys.stderr, flush=True)
+            elif isinstance(ev, SweepFinished):
+                rows, status, total_s = ev.rows, ev.status, ev.seconds
+    except KeyboardInterrupt:
+        sweep.stop()
+        print("\ninterrupted: keeping the points already done", file=sys.stderr)
+        status = "stopped"
+        rows = [sweep._row(p) for p in sweep.points if p.runs]
+    if tty and not args.jsonl:
+        print(file=sys.stderr)
+    if not args.jsonl:
+        print(f"{'Sweep' if status == 'finished' else 'Stopped sweep'}: {len(rows)} point(s) in {total_s:.1f} s")
+        for r in sorted(rows, key=lambda r: r["index"]):
+            print("  " + _row_line(r))
+    if args.out and rows:
+        from .tradeoff import write_all
+        meta = {"title": title, "base": base.to_dict(), "vary": [a.name for a in axes],
+                "values": {a.name: list(a.values) for a in axes}, "seeds": seeds, "images": image_list,
+                "status": status}
+        files = write_all(args.out, sorted(rows, key=lambda r: r["index"]), [a.name for a in axes], title, meta)
+        if not args.jsonl:
+            print(f"wrote {', '.join(files)}", file=sys.stderr)
+    return 0 if status == "finished" else 130
+
+
+def _sweep_json(ev) -> dict:
+    from dataclasses import asdict
+    from .tradeoff import plain
+    d = {k: v for k, v in asdict(ev).items() if k not in ("point", "rows", "points")}
+    if hasattr(ev, "point"):
+        d["point"] = plain(ev.point)
+    if hasattr(ev, "rows"):
+        d["rows"] = [plain(r) for r in ev.rows]
+    if hasattr(ev, "points"):
+        d["points"] = [plain(r) for r in ev.points]
+    return d
+
+
 # ---------------------------------------------------------------- entry point
 
 
@@ -265,6 +429,26 @@ def main(argv=None) -> int:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"))
     p.add_argument("--out", metavar="DIR", help="write grid.png, progress.gif, metrics.json, scenario.json")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per event on stdout")
+    p.add_argument("--fresh", action="store_true", help="run it even when the run store already holds this scenario")
+    p = sub.add_parser("sweep", help="privacy against utility over a grid of defense strengths")
+    p.add_argument("scenario", metavar="SWEEP_OR_PRESET_OR_JSON")
+    p.add_argument("--vary", action="append", metavar="NAME=LOW..HIGH:N", help="a swept parameter (at most two); "
+                   "log-spaced where the catalog says so; NAME=a,b,c for listed values")
+    p.add_argument("--seeds", type=int, help="seeds per point (the scenario's seed and the next ones)")
+    p.add_argument("--images", help="comma-separated images: every point runs each")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json, tradeoff.png, strip.png")
+    p.add_argument("--jsonl", action="store_true", help="one JSON object per event: started, run, point, finished")
+    p.add_argument("--fresh", action="store_true", help="compute every run even when the run store holds it")
+    p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")
+    p.add_argument("--address", help="the Ray cluster to use (default $LEAKDEMO_RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
+    p.add_argument("action", choices=("list", "show", "export", "delete"))
+    p.add_argument("rest", nargs="*", metavar="ID [DIR]")
+    p.add_argument("--limit", type=int, default=50, help="list: how many of the newest runs")
+    p.add_argument("--json", action="store_true", help="list: as JSON")
     p = sub.add_parser("bench", help="speed and fidelity table of the standard presets on this machine")
     p.add_argument("presets", nargs="*", metavar="PRESET")
     p.add_argument("--set", action="append", metavar="NAME=VALUE")
@@ -273,7 +457,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
     try:
-        return {"list": cmd_list, "run": cmd_run, "bench": cmd_bench}[args.cmd](args)
+        return {"list": cmd_list, "run": cmd_run, "runs": cmd_runs, "sweep": cmd_sweep, "bench": cmd_bench}[args.cmd](args)
     except LeakdemoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ scores each snapshot against the ground truth the attack never sees, and stops o
 """
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import time
@@ -79,18 +80,40 @@ class Thinned:
 
 
 class Run:
-    def __init__(self, scenario: Scenario, uploads: list[tuple[str, np.ndarray]] | None = None, stop_event=None):
+    """One run of a scenario. With a run store, a finished run is recorded there, and (unless `fresh`) an
+    identical scenario already recorded by this code version is replayed from it instead of computed."""
+
+    def __init__(self, scenario: Scenario, uploads: list[tuple[str, np.ndarray]] | None = None, stop_event=None,
+                 store=None, fresh: bool = False, source: str = "cli"):
         self.scenario = scenario
         self.uploads = uploads
         self._stop = stop_event if stop_event is not None else threading.Event()  # any object with set/is_set
         self.keyframes = Thinned(MAX_KEYFRAMES)
+        self.store, self.fresh, self.source = store, fresh, source
+        self.stored_id: int | None = None  # the store's id of this run (recorded, or replayed from)
+        self.from_store = False
 
     def stop(self) -> None:
         self._stop.set()
 
     def events(self) -> Iterator:
         try:
-            yield from self._events()
+            if self.store is None:
+                yield from self._events()
+                return
+            key = self.key()
+            if not self.fresh:
+                found = self.store.find(key)
+                if found is not None:
+                    yield from self._replay(found)
+                    return
+            started = None
+            for ev in self._events():
+                if isinstance(ev, Started):
+                    started = ev
+                elif isinstance(ev, Finished) and started is not None:
+                    self._record(key, started, ev)
+                yield ev
         except LeakdemoError as e:
             yield Failed(str(e))
         except torch.cuda.OutOfMemoryError:
@@ -98,6 +121,27 @@ class Run:
         except Exception as e:  # an engine bug must still reach the user as one readable line
             traceback.print_exc(file=sys.stderr)
             yield Failed(f"internal error ({e.__class__.__name__}: {e}); the details are in the server log")
+
+    def key(self) -> str:
+        from .store import scenario_key
+        return scenario_key(dict(self.scenario.params), str(resolve_device(self.scenario["device"])), self.uploads)
+
+    def _replay(self, run_id: int) -> Iterator:
+        """A recorded run's Started and Finished, as they were (images as 8-bit PNG)."""
+        stored = self.store.load(run_id)
+        self.stored_id, self.from_store = run_id, True
+        self.keyframes.items = list(stored.keyframes)
+        yield stored.started
+        yield stored.finished
+
+    def _record(self, key: str, started: Started, finished: Finished) -> None:
+        """Keep the run in the store; a store that fails now costs the record, never the result."""
+        import sqlite3
+        try:
+            self.stored_id = self.store.record(key, self.source, self.scenario.to_dict(), started, finished,
+                                               self.keyframes.items)
+        except (LeakdemoError, sqlite3.Error, OSError) as e:
+            print(f"warning: the run was not recorded in the run store ({e})", file=sys.stderr)
 
     def _events(self) -> Iterator:
         s = self.scenario
@@ -182,6 +226,11 @@ class Run:
             result.update({k: (round(v, 4) if k != "success" else v) for k, v in _judged(truth, last).items()})
         if truth.utility is not None:
             result["utility"] = truth.utility()
+        if p["defense"] != "none":  # a formal (ε, δ) where the defense is a DP mechanism, else why not
+            from . import privacy
+            g = privacy.guarantee(p)
+            result["epsilon"] = g["epsilon"] if g["epsilon"] is not None and math.isfinite(g["epsilon"]) else None
+            result["privacy"], result["privacy_note"] = privacy.describe(g), g["note"]
         if matching is None and last.matching is not None:
             matching = _matching(last.matching, truth)
         if matching is not None:

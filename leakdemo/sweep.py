@@ -1,0 +1,520 @@
+"""Sweeps: a grid over one or two catalog parameters × seeds × images, each point scored for privacy
+(what the attack recovered, against the truth, outside the attack), utility (what the defense costs the
+federation, on held-out data) and formal privacy (ε where a DP mechanism exists).
+
+    sweep = Sweep(base_scenario, [parse_axis("dp_sigma=1e-4..1:8", base)], seeds=3)
+    for event in sweep.events():      # SweepStarted, then PointDone as points finish, then SweepFinished
+        ...
+    sweep.stop()                      # from any thread: running runs end, finished points are kept
+
+Each run of a point is a trial: looked up in the run store first (an identical run of the same code
+version costs nothing), else computed in local worker processes or as Ray tasks; results come back to
+this process, which alone writes the store.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from . import catalog, privacy
+from .errors import LeakdemoError, ParamError
+from .scenario import Scenario, resolve
+
+MAX_POINTS = 64
+RECOGNISABLE_DB = 20.0  # PSNR from which a reconstruction counts as recognisable
+LOGIT_PROTOCOLS = catalog.LOGIT_PROTOCOLS
+
+
+# ---------------------------------------------------------------- the grid
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    values: tuple
+    log: bool = False
+
+
+def parse_axis(text: str, base: Scenario) -> Axis:
+    """'NAME=LOW..HIGH:N' (log-spaced where the catalog marks the parameter log) or 'NAME=a,b,c'."""
+    if "=" not in text:
+        raise LeakdemoError(f"--vary: expected NAME=LOW..HIGH:N or NAME=a,b,c, got {text!r}")
+    name, spec = (t.strip() for t in text.split("=", 1))
+    specs = catalog.params_for(base["protocol"], base["attack"], base["defense"])
+    if name in ("protocol", "attack", "defense", "device"):
+        raise ParamError(name, "cannot be swept: a sweep compares strengths of one scenario (set it with --set)")
+    if name not in specs:
+        known = sorted(n for n in specs if n not in ("protocol", "attack", "defense", "device"))
+        owners = catalog.owners(name)
+        where = f" (it belongs to: {', '.join(owners)})" if owners else ""
+        raise ParamError(name, f"is not a parameter of protocol={base['protocol']}, attack={base['attack']}, "
+                               f"defense={base['defense']}{where}; sweepable: {', '.join(known)}")
+    p = specs[name]
+    if ".." in spec:
+        if p.kind not in ("int", "float"):
+            raise ParamError(name, f"a range needs a number parameter; give the values instead, e.g. "
+                                   f"{name}={','.join(str(c) for c in (p.choices or (True, False))[:3])}")
+        rng, _, count = spec.partition(":")
+        lo_text, _, hi_text = rng.partition("..")
+        try:
+            n = int(count)
+        except ValueError:
+            raise ParamError(name, f"the number of points after ':' must be an integer in [2, {MAX_POINTS}], "
+                                   f"got {count!r}") from None
+        if not 2 <= n <= MAX_POINTS:
+            raise ParamError(name, f"the number of points must be an integer in [2, {MAX_POINTS}], got {n}")
+        lo, hi = p.coerce(lo_text), p.coerce(hi_text)
+        if not lo < hi:
+            raise ParamError(name, f"the range must go from low to high, got {lo}..{hi}")
+        if p.log and lo > 0:
+            values = np.geomspace(lo, hi, n)
+        else:
+            values = np.linspace(lo, hi, n)
+        if p.kind == "int":
+            values = sorted(set(int(round(v)) for v in values))
+        else:
+            values = [float(f"{v:.4g}") for v in values]
+        return Axis(name, tuple(p.coerce(v) for v in values), log=bool(p.log and lo > 0))
+    items = [v.strip() for v in spec.split(",") if v.strip()]
+    if not 1 <= len(items) <= MAX_POINTS:
+        raise ParamError(name, f"give 1 to {MAX_POINTS} values, got {len(items)}")
+    values = tuple(dict.fromkeys(p.coerce(v) for v in items))
+    return Axis(name, values, log=bool(p.log and all(isinstance(v, (int, float)) and v > 0 for v in values)))
+
+
+@dataclass
+class Point:
+    index: int
+    values: dict  # the axes' values at this point ({} for the undefended point)
+    undefended: bool = False
+    runs: list = field(default_factory=list)  # one dict per (seed, image): metrics, or an error
+    utility: dict = field(default_factory=dict)  # seed -> {"test_accuracy", ...}
+
+    @property
+    def label(self) -> str:
+        if self.undefended:
+            return "no defense"
+        return ", ".join(f"{k}={_short(v)}" for k, v in self.values.items())
+
+
+def _short(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def _seeds(base: Scenario, count: int) -> list[int]:
+    return [base["seed"] + i for i in range(count)]
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass
+class SweepStarted:
+    points: list[dict]
+    runs: int
+    cached: int
+    backend: str
+    event: str = "started"
+
+
+@dataclass
+class PointDone:
+    point: dict  # the row: values, privacy, utility, ε; see `summarise`
+    done_runs: int
+    total_runs: int
+    seconds: float
+    eta: float | None
+    event: str = "point"
+
+
+@dataclass
+class RunDone:
+    """One run of a point came back (progress between points)."""
+    point: int
+    done_runs: int
+    total_runs: int
+    seconds: float
+    eta: float | None
+    event: str = "run"
+
+
+@dataclass
+class SweepFinished:
+    rows: list[dict]
+    status: str  # finished | stopped
+    seconds: float
+    event: str = "finished"
+
+
+# ---------------------------------------------------------------- the sweep
+
+
+@dataclass(frozen=True)
+class Task:
+    point: int
+    seed: int
+    image: str | None
+    params: dict
+    preset: str
+    with_utility: bool
+
+
+class Sweep:
+    def __init__(self, base: Scenario, axes: list[Axis], seeds: int = 1, images: list[str] | None = None,
+                 store=None, fresh: bool = False, backend: str = "local", workers: int | None = None,
+                 ray_address: str | None = None):
+        if not axes:
+            raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N")
+        if len(axes) > 2:
+            raise LeakdemoError("sweep: at most two --vary axes (a grid over more is rarely readable)")
+        if len({a.name for a in axes}) != len(axes):
+            raise LeakdemoError("sweep: each --vary names a different parameter")
+        if not 1 <= seeds <= 16:
+            raise ParamError("seeds", f"must be an integer in [1, 16], got {seeds}")
+        if images is not None and not 1 <= len(images) <= 16:
+            raise ParamError("images", f"give 1 to 16 images, got {len(images)}")
+        if workers is not None and not 1 <= workers <= 64:
+            raise ParamError("workers", f"must be an integer in [1, 64], got {workers}")
+        if backend not in ("local", "ray"):
+            raise ParamError("backend", f"must be one of local, ray; got {backend!r}")
+        self.base, self.axes, self.store, self.fresh = base, axes, store, fresh
+        self.seeds, self.images = _seeds(base, seeds), images or [None]
+        self.backend, self.ray_address = backend, ray_address
+        self.workers = workers or max(1, (os.cpu_count() or 1))
+        self._stop = threading.Event()
+        self.points = self._grid()
+        n = 1
+        for a in axes:
+            n *= len(a.values)
+        if n > MAX_POINTS:
+            raise LeakdemoError(f"sweep: {n} grid points; at most {MAX_POINTS} (fewer values per --vary)")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _grid(self) -> list[Point]:
+        combos = [{}]
+        for a in self.axes:
+            combos = [{**c, a.name: v} for c in combos for v in a.values]
+        points = []
+        if self.base["defense"] != "none":
+            points.append(Point(0, {}, undefended=True))
+        for c in combos:
+            points.append(Point(len(points), c))
+        return points
+
+    def _point_params(self, point: Point) -> dict:
+        over = {"defense": "none"} if point.undefended else dict(point.values)
+        return over
+
+    def tasks(self) -> list[Task]:
+        out = []
+        for point in self.points:
+            for seed in self.seeds:
+                for j, image in enumerate(self.images):
+                    over = {**self._point_params(point), "seed": seed}
+                    if image is not None:
+                        over["images"] = image
+                    try:
+                        sc = resolve(self.base.params, over, preset=self.base.preset)
+                    except LeakdemoError as e:
+                        point.runs.append({"seed": seed, "image": image, "error": str(e)})
+                        continue
+                    out.append(Task(point.index, seed, image, dict(sc.params), sc.preset, with_utility=j == 0))
+        return out
+
+    def events(self) -> Iterator:
+        t0 = time.perf_counter()
+        tasks = self.tasks()
+        todo, results = [], []
+        for task in tasks:  # what the store holds is not computed again
+            found = None if (self.store is None or self.fresh) else _from_store(self.store, task)
+            (results if found is not None else todo).append(found if found is not None else task)
+        yield SweepStarted([self._row(p) for p in self.points], len(tasks), len(results), self.backend)
+        remaining = {p.index: sum(1 for t in tasks if t.point == p.index) for p in self.points}
+        done, total = 0, len(tasks)
+        reported = set()
+
+        def finish(res: dict):
+            nonlocal done
+            point = self.points[res["point"]]
+            point.runs.append(res["run"])
+            if res.get("utility") is not None:
+                point.utility[res["run"]["seed"]] = res["utility"]
+            remaining[point.index] -= 1
+            done += 1
+
+        for res in results:
+            finish(res)
+        computed = done
+        for point in self.points:
+            if remaining[point.index] == 0 and point.index not in reported:
+                reported.add(point.index)
+                yield PointDone(self._row(point), done, total, time.perf_counter() - t0, None)
+        status = "finished"
+        if todo:
+            runner = _run_local if self.backend == "local" else _run_ray
+            t_compute = time.perf_counter()
+            for res in runner(todo, self.workers, self._stop, self.ray_address):
+                if res.get("record") is not None and self.store is not None:
+                    _record(self.store, res.pop("record"))
+                if res.get("utility") is not None and self.store is not None:
+                    from .utility import store_result
+                    store_result(self.store, res["utility_key"], res["utility"])
+                finish(res)
+                elapsed = time.perf_counter() - t_compute
+                rate = elapsed / max(done - computed, 1)
+                eta = rate * (total - done)
+                point = self.points[res["point"]]
+                if remaining[point.index] == 0:
+                    reported.add(point.index)
+                    yield PointDone(self._row(point), done, total, time.perf_counter() - t0, eta)
+                else:
+                    yield RunDone(point.index, done, total, time.perf_counter() - t0, eta)
+            if self._stop.is_set():
+                status = "stopped"
+        for point in self.points:  # points with a failed setting (every run refused) are rows too
+            if point.index not in reported and remaining[point.index] == 0:
+                yield PointDone(self._row(point), done, total, time.perf_counter() - t0, None)
+        rows = [self._row(p) for p in self.points if p.runs]
+        yield SweepFinished(rows, status, round(time.perf_counter() - t0, 3))
+
+    def _row(self, point: Point) -> dict:
+        return summarise(point, self.base, self.axes)
+
+
+# ---------------------------------------------------------------- one run, anywhere
+
+
+def run_task(task: Task) -> dict:
+    """Run one (point, seed, image) with no store; returns its scored result and what the store keeps.
+    A top-level function: local worker processes and Ray tasks both call it."""
+    from .events import Failed, Finished, Started
+    from .runner import Run
+    from .scenario import Scenario
+    from .store import STORED_KEYFRAMES, _thin, scenario_key
+    from .device import resolve_device
+    sc = Scenario(task.params, task.preset)
+    run = Run(sc, source="sweep")
+    started = finished = None
+    error = None
+    for ev in run.events():
+        if isinstance(ev, Started):
+            started = ev
+        elif isinstance(ev, Finished):
+            finished = ev
+        elif isinstance(ev, Failed):
+            error = ev.message
+    base = {"point": task.point}
+    if finished is None:
+        return {**base, "run": {"seed": task.seed, "image": task.image, "error": error or "no result"}}
+    out = {**base, "run": _scored(task, finished, started, None)}
+    key = scenario_key(task.params, str(resolve_device(task.params["device"])))
+    out["record"] = {"key": key, "scenario": sc.to_dict(), "started": started, "finished": finished,
+                     "keyframes": _thin(run.keyframes.items, STORED_KEYFRAMES)}
+    if task.with_utility:
+        from . import utility
+        if utility.applies(task.params):
+            out["utility"] = utility.measure(task.params)
+            out["utility_key"] = utility.keys(task.params)
+    return out
+
+
+def _scored(task: Task, finished, started, run_id) -> dict:
+    m = finished.metrics
+    run = {"seed": task.seed, "image": task.image, "status": finished.status, "psnr": m.get("psnr"),
+           "ssim": m.get("ssim"), "lpips": m.get("lpips"), "seconds": finished.seconds, "run_id": run_id,
+           "attack_accuracy": m.get("attack_accuracy"), "names": started.names if started else None}
+    u = m.get("utility")
+    if u and "steps" in u:  # vertical FL: the federation's training loss at the end (with this defense)
+        tail = u["defended"][-10:]
+        run["training_loss"] = sum(tail) / len(tail)
+    elif u and "defended" in u:  # logit sharing: the clients' test accuracy
+        run["client_accuracy"] = sum(u["defended"]) / len(u["defended"])
+    run["thumbnail"] = finished.images[:4]
+    run["originals"] = started.originals[:4] if started is not None else None
+    return run
+
+
+def _from_store(store, task: Task) -> dict | None:
+    from .device import resolve_device
+    from .store import scenario_key
+    key = scenario_key(task.params, str(resolve_device(task.params["device"])))
+    run_id = store.find(key)
+    if run_id is None:
+        return None
+    stored = store.load(run_id)
+    out = {"point": task.point, "run": _scored(task, stored.finished, stored.started, run_id)}
+    if task.with_utility:
+        from . import utility
+        if utility.applies(task.params):
+            u = utility.cached(task.params, store)
+            if u is None:
+                return None  # the runs are there, the utility is not: compute both (cheap next time)
+            out["utility"] = u
+    return out
+
+
+def _record(store, rec: dict) -> None:
+    import sqlite3
+    try:
+        store.record(rec["key"], "sweep", rec["scenario"], rec["started"], rec["finished"], rec["keyframes"])
+    except (LeakdemoError, sqlite3.Error, OSError) as e:
+        import sys
+        print(f"warning: a sweep run was not recorded in the run store ({e})", file=sys.stderr)
+
+
+def _worker_init() -> None:
+    import torch
+    torch.set_num_threads(1)  # one run per core: several small runs beat one run on many threads
+
+
+def _run_local(tasks: list[Task], workers: int, stop: threading.Event, _address) -> Iterator[dict]:
+    """Worker processes (spawned, one thread each), results in order of completion."""
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    n = max(1, min(workers, len(tasks)))
+    pool = ProcessPoolExecutor(n, mp_context=mp.get_context("spawn"), initializer=_worker_init)
+    pending = {pool.submit(run_task, t): t for t in tasks}
+    try:
+        while pending and not stop.is_set():
+            ready, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in ready:
+                task = pending.pop(fut)
+                try:
+                    yield fut.result()
+                except Exception as e:  # a worker that died: the point's run fails, the sweep goes on
+                    yield {"point": task.point, "run": {"seed": task.seed, "image": task.image,
+                                                        "error": f"the worker failed ({e.__class__.__name__}: {e})"}}
+    finally:
+        for fut in pending:
+            fut.cancel()
+        if pending:  # stopped: the runs under way are abandoned, their processes ended now
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_ray(tasks: list[Task], workers: int, stop: threading.Event, address: str | None) -> Iterator[dict]:
+    """Ray tasks on an existing cluster (address), or on a local Ray started for this sweep."""
+    try:
+        import ray
+    except ImportError:
+        raise LeakdemoError("backend: ray is not installed here (pip install ray), or use --backend local") from None
+    started_here = False
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+                started_here = True
+        except Exception as e:
+            raise LeakdemoError(f"backend: cannot reach the Ray cluster at {address or 'local'} ({e})") from None
+    remote = ray.remote(num_cpus=1)(_ray_task)
+    refs = {remote.remote(t): t for t in tasks}
+    try:
+        while refs and not stop.is_set():
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
+            for ref in ready:
+                task = refs.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except Exception as e:
+                    yield {"point": task.point, "run": {"seed": task.seed, "image": task.image,
+                                                        "error": f"the Ray task failed ({e.__class__.__name__})"}}
+    finally:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        if started_here:
+            ray.shutdown()
+
+
+def _ray_task(task: Task) -> dict:
+    _worker_init()
+    return run_task(task)
+
+
+# ---------------------------------------------------------------- a point's row
+
+
+def _median(values):
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return statistics.median(values) if values else None
+
+
+def _spread(values):
+    values = [v for v in values if v is not None]
+    return [min(values), max(values)] if values else None
+
+
+def summarise(point: Point, base: Scenario, axes: list[Axis]) -> dict:
+    """One row of the sweep: the point's values, privacy (median and spread over seeds × images),
+    utility, ε, and the runs' errors if any."""
+    p = dict(base.params)
+    if point.undefended:
+        p["defense"] = "none"
+    else:
+        p.update(point.values)
+    ok = [r for r in point.runs if "error" not in r]
+    psnr = [r["psnr"] for r in ok]
+    logit = base["protocol"] in LOGIT_PROTOCOLS
+    row = {"index": point.index, "label": point.label, "undefended": point.undefended,
+           **{a.name: (None if point.undefended else point.values.get(a.name)) for a in axes},
+           "runs": len(ok), "failed": len(point.runs) - len(ok),
+           "psnr": _median(psnr), "psnr_range": _spread(psnr), "ssim": _median([r["ssim"] for r in ok]),
+           "lpips": _median([r["lpips"] for r in ok]),
+           "recognisable": (sum(v >= RECOGNISABLE_DB for v in psnr) / len(psnr)) if psnr and not logit else None,
+           "attack_accuracy": _median([r.get("attack_accuracy") for r in ok]) if logit else None}
+    row["errors"] = sorted({r["error"] for r in point.runs if "error" in r})
+    utility = [u["test_accuracy"] for u in point.utility.values() if u]
+    row["test_accuracy"] = _median(utility)
+    row["test_accuracy_range"] = _spread(utility)
+    row["clean_test_accuracy"] = _median([u["clean_test_accuracy"] for u in point.utility.values() if u])
+    row["training_loss"] = _median([r.get("training_loss") for r in ok])
+    row["client_accuracy"] = _median([r.get("client_accuracy") for r in ok])
+    try:
+        g = privacy.guarantee(p)
+    except KeyError:
+        g = {"epsilon": None, "note": "no formal guarantee", "delta": None}
+    row["epsilon"] = g["epsilon"] if g["epsilon"] is None or math.isfinite(g["epsilon"]) else math.inf
+    row["privacy"] = privacy.describe(g)
+    row["seconds"] = round(sum(r.get("seconds") or 0 for r in ok), 2)
+    row["run_ids"] = [r.get("run_id") for r in ok]
+    first = ok[0] if ok else None
+    row["thumbnail"] = None if first is None else first.get("thumbnail")
+    row["originals"] = None if first is None else first.get("originals")
+    return row
+
+
+def utility_of(row: dict) -> tuple[str, float | None]:
+    """The row's utility figure and its name: test accuracy (FedSGD/FedAvg), client accuracy (logits),
+    or the training loss (vertical FL, lower is better)."""
+    for name in ("test_accuracy", "client_accuracy", "training_loss"):
+        if row.get(name) is not None:
+            return name, row[name]
+    return "test_accuracy", None
+
+
+def pareto(rows: list[dict], privacy_key: str = "psnr") -> list[int]:
+    """Indices of the rows no other row beats on both leakage (lower is better) and utility (higher is
+    better; for a training loss, lower)."""
+    pts = []
+    for r in rows:
+        name, u = utility_of(r)
+        leak = r.get(privacy_key) if privacy_key != "attack_accuracy" else r.get("attack_accuracy")
+        if u is None or leak is None:
+            continue
+        pts.append((r["index"], leak, -u if name == "training_loss" else u))
+    front = []
+    for i, leak, u in pts:
+        if not any((l2 <= leak and u2 >= u) and (l2 < leak or u2 > u) for _, l2, u2 in pts):
+            front.append(i)
+    return front

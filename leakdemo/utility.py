@@ -1,0 +1,156 @@
+"""Utility: what a defense costs the federation's own learning, measured on held-out data no attack sees.
+
+The federation trains the scenario's victim model (same architecture, initialisation and class count)
+on scikit-learn's handwritten digits, resized to the model's image size: a quarter of the 1,797 digits
+is held out for testing; the rest are dealt to ten clients. Every round each client computes its upload
+— a gradient on a mini-batch (FedSGD), or its weights after a few local SGD steps (FedAvg) — applies
+the scenario's defense to it with the scenario's settings, and the server averages the uploads. The
+figure is the test accuracy after a fixed budget of rounds, beside the same training without defense.
+
+All clients of a round are computed together (torch.func.vmap over the client axis), so a whole
+training takes a few seconds on a laptop CPU; results are kept in the run store's cache, once per
+(protocol, model, defense and its strength, seed).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from . import catalog
+from .defenses import apply_defense
+
+CLIENTS = 10
+ROUNDS = 120  # communication rounds: enough for an undefended LeNet to learn the digits well
+BATCH = 32  # each client's mini-batch per gradient
+LOCAL_STEPS_CAP = 5  # FedAvg: local steps per round, as the scenario says, at most this many
+# the learning rates of the federation's own training (the scenario's client lr is the attack's setting,
+# e.g. DLM's η = 0.01 for one step; with it no model learns the digits in a budget a sweep can afford)
+SERVER_LR = {"lenet": 1.0, "mlp": 0.5, "convnet": 0.05, "resnet": 0.05}
+
+
+def applies(p: dict) -> bool:
+    return p["protocol"] in ("fedsgd", "fedavg")
+
+
+@lru_cache(maxsize=4)
+def _digits(size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    from skimage.transform import resize
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    images = (d.images / 16.0).astype(np.float32)
+    if size != 8:
+        images = np.stack([resize(im, (size, size), order=1, anti_aliasing=False) for im in images])
+    x = torch.from_numpy(np.repeat(images[:, None], 3, axis=1).astype(np.float32))
+    y = torch.from_numpy(d.target.astype(np.int64))
+    held = torch.arange(len(y)) % 4 == 0
+    return x[~held], y[~held], x[held], y[held]
+
+
+def _key(p: dict, defended: bool) -> str:
+    names = ["protocol", "model", "model_init", "model_width", "model_depth", "num_classes", "image_size", "seed"]
+    if p["protocol"] == "fedavg":
+        names += ["local_steps", "momentum"]
+    spec = {k: p[k] for k in names}
+    if defended and p["defense"] != "none":
+        spec["defense"] = p["defense"]
+        spec.update({q.name: p[q.name] for q in catalog.DEFENSES[p["defense"]].params})
+    spec["recipe"] = [CLIENTS, ROUNDS, BATCH, SERVER_LR]
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+_memo: dict[str, float] = {}  # this process's trainings (a sweep's worker meets the clean one often)
+
+
+def test_accuracy(p: dict, defended: bool = True, store=None) -> float:
+    """Held-out accuracy of the federation trained with (or without) the scenario's defense."""
+    key = _key(p, defended)
+    if key in _memo:
+        return _memo[key]
+    hit = None if store is None else store.cached("utility", key)
+    acc = float(hit) if hit is not None else _train(p, defended)
+    _memo[key] = acc
+    if store is not None and hit is None:
+        store.keep("utility", key, acc)
+    return acc
+
+
+def measure(p: dict, store=None) -> dict | None:
+    """{"test_accuracy", "clean_test_accuracy"} for FedSGD/FedAvg scenarios; None where it does not apply."""
+    if not applies(p):
+        return None
+    clean = test_accuracy(p, defended=False, store=store)
+    mine = clean if p["defense"] == "none" else test_accuracy(p, defended=True, store=store)
+    return {"test_accuracy": round(mine, 4), "clean_test_accuracy": round(clean, 4)}
+
+
+def keys(p: dict) -> dict:
+    """The cache keys of `measure`'s two figures."""
+    return {"test_accuracy": _key(p, True), "clean_test_accuracy": _key(p, False)}
+
+
+def cached(p: dict, store) -> dict | None:
+    """`measure`'s result when the store holds both figures, else None (nothing is trained)."""
+    values = {name: store.cached("utility", key) for name, key in keys(p).items()}
+    if any(v is None for v in values.values()):
+        return None
+    return {name: round(float(v), 4) for name, v in values.items()}
+
+
+def store_result(store, result_keys: dict, value: dict) -> None:
+    for name, key in result_keys.items():
+        store.keep("utility", key, value[name])
+
+
+def _train(p: dict, defended: bool) -> float:
+    from .protocols.fedsgd import make_model
+    torch.manual_seed(p["seed"])
+    xtr, ytr, xte, yte = _digits(p["image_size"])
+    ytr, yte = ytr % p["num_classes"], yte % p["num_classes"]
+    model = make_model(p)
+    torch.func.replace_all_batch_norm_modules_(model)  # BatchNorm without running statistics: vmap-able
+    model.train()
+    names = [n for n, _ in model.named_parameters()]
+    buffers = {n: b for n, b in model.named_buffers()}
+    weights = [w.detach().clone() for w in model.parameters()]
+    g = torch.Generator().manual_seed(p["seed"] * 7919 + 11)
+    g_def = torch.Generator().manual_seed(p["seed"] * 7919 + 13)
+    shards = torch.randperm(len(ytr), generator=g)
+    shards = [shards[c::CLIENTS] for c in range(CLIENTS)]
+    defense = p["defense"] if defended else "none"
+    lr = SERVER_LR.get(p["model"], 0.1)
+
+    def loss_of(params, x, y):
+        out = functional_call(model, ({n: w for n, w in zip(names, params)}, buffers), (x,))
+        return F.cross_entropy(out, y)
+
+    per_client = vmap(grad(loss_of), in_dims=(None, 0, 0))
+
+    def batches():
+        idx = torch.stack([s[torch.randint(len(s), (BATCH,), generator=g)] for s in shards])
+        return xtr[idx], ytr[idx]
+
+    steps = 1 if p["protocol"] == "fedsgd" else min(p["local_steps"], LOCAL_STEPS_CAP)
+    for _ in range(ROUNDS):
+        if p["protocol"] == "fedsgd":
+            xb, yb = batches()
+            grads = per_client(weights, xb, yb)
+            sent = [apply_defense(defense, [t[c] for t in grads], p, g_def) for c in range(CLIENTS)]
+            weights = [w - lr * torch.stack([s[i] for s in sent]).mean(0) for i, w in enumerate(weights)]
+        else:  # FedAvg: local steps from the server's weights, then the (defended) weights are averaged
+            local = [w.unsqueeze(0).repeat(CLIENTS, *([1] * w.dim())) for w in weights]
+            for _ in range(steps):
+                xb, yb = batches()
+                grads = vmap(grad(loss_of), in_dims=(0, 0, 0))(local, xb, yb)
+                local = [w - lr * gr for w, gr in zip(local, grads)]
+            sent = [apply_defense(defense, [t[c] for t in local], p, g_def) for c in range(CLIENTS)]
+            weights = [torch.stack([s[i] for s in sent]).mean(0) for i in range(len(weights))]
+    with torch.no_grad():
+        model.eval()
+        out = functional_call(model, ({n: w for n, w in zip(names, weights)}, buffers), (xte,))
+        return float((out.argmax(1) == yte).float().mean())
