@@ -37,6 +37,9 @@ def cmd_list(args) -> int:
     if args.json:
         d = catalog.describe()
         d["presets"] = [{"name": p.name, "title": p.title, "description": p.description} for p in presets().values()]
+        from .sweeps import sweeps
+        d["sweeps"] = [{"name": w.name, "title": w.title, "description": w.description, "base": w.base,
+                        "vary": w.vary, "seeds": w.seeds} for w in sweeps().values()]
         print(json.dumps(d, indent=2))
         return 0
     d = catalog.describe()
@@ -55,6 +58,10 @@ def cmd_list(args) -> int:
     print("\nPRESETS")
     for p in presets().values():
         print(f"  {p.name:<16} {p.title}")
+    from .sweeps import sweeps
+    print("\nSWEEPS (python -m leakdemo sweep NAME)")
+    for w in sweeps().values():
+        print(f"  {w.name:<26} {w.title}")
     return 0
 
 
@@ -396,7 +403,8 @@ def cmd_sweep(args) -> int:
         meta = {"title": title, "base": base.to_dict(), "vary": [a.name for a in axes],
                 "values": {a.name: list(a.values) for a in axes}, "seeds": seeds, "images": image_list,
                 "status": status}
-        files = write_all(args.out, sorted(rows, key=lambda r: r["index"]), [a.name for a in axes], title, meta)
+        files = write_all(args.out, sorted(rows, key=lambda r: r["index"]), [a.name for a in axes], title, meta,
+                          log=axes[0].log, x=args.x_axis)
         if not args.jsonl:
             print(f"wrote {', '.join(files)}", file=sys.stderr)
     return 0 if status == "finished" else 130
@@ -439,6 +447,8 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", metavar="NAME=VALUE")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"))
     p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json, tradeoff.png, strip.png")
+    p.add_argument("--x-axis", dest="x_axis", choices=("strength", "epsilon"), default="strength",
+                   help="tradeoff.png's left panel against the swept value (default) or against ε")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per event: started, run, point, finished")
     p.add_argument("--fresh", action="store_true", help="compute every run even when the run store holds it")
     p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")

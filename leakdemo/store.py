@@ -93,19 +93,21 @@ def scenario_key(params: dict, device: str, uploads=None) -> str:
 
 
 def _strip_png(images: np.ndarray) -> bytes:
-    """(B, H, W, 3) in [0, 1] -> one PNG, the images side by side."""
+    """(B, H, W, C) in [0, 1] -> one PNG, the images side by side (C = 1: a grayscale PNG)."""
     from .artifacts import png_bytes
     arr = np.asarray(images, dtype=np.float32)
     strip = np.concatenate(list(arr), axis=1)
+    if strip.shape[-1] == 1:
+        strip = strip[..., 0]
     return png_bytes((np.clip(strip, 0, 1) * 255).round().astype(np.uint8))
 
 
 def _strip_images(png: bytes, count: int) -> np.ndarray:
+    """The PNG strip back as (count, H, W, C), C as it was written (1 or 3)."""
     import imageio.v3 as iio
     strip = iio.imread(png, extension=".png").astype(np.float32) / 255.0
-    if strip.ndim == 2:
-        strip = np.stack([strip] * 3, axis=-1)
-    return np.stack(np.split(strip[..., :3], count, axis=1))
+    strip = strip[..., None] if strip.ndim == 2 else strip[..., :3]
+    return np.stack(np.split(strip, count, axis=1))
 
 
 # ---------------------------------------------------------------- the store

@@ -363,10 +363,9 @@ def _from_store(store, task: Task) -> dict | None:
 
 
 def _record(store, rec: dict) -> None:
-    import sqlite3
     try:
         store.record(rec["key"], "sweep", rec["scenario"], rec["started"], rec["finished"], rec["keyframes"])
-    except (LeakdemoError, sqlite3.Error, OSError) as e:
+    except Exception as e:  # noqa: BLE001 — a point's figures never depend on its record
         import sys
         print(f"warning: a sweep run was not recorded in the run store ({e})", file=sys.stderr)
 
@@ -418,8 +417,9 @@ def _run_ray(tasks: list[Task], workers: int, stop: threading.Event, address: st
                 started_here = True
         except Exception as e:
             raise LeakdemoError(f"backend: cannot reach the Ray cluster at {address or 'local'} ({e})") from None
-    remote = ray.remote(num_cpus=1)(_ray_task)
-    refs = {remote.remote(t): t for t in tasks}
+    remote = ray.remote(_ray_task)
+    # a GPU per task when the sweep asks for CUDA, else one core (each task runs on one thread)
+    refs = {remote.options(num_cpus=1, num_gpus=1 if t.params["device"] == "cuda" else 0).remote(t): t for t in tasks}
     try:
         while refs and not stop.is_set():
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)

@@ -43,45 +43,122 @@ def sweep_csv(rows: list[dict], axes: list[str]) -> str:
     return buf.getvalue()
 
 
-def tradeoff_png(rows: list[dict], title: str) -> bytes:
-    """Privacy (median PSNR, or attack accuracy) against utility; error bars over seeds × images; the
-    undefended point a star; the Pareto front joined; each point labelled with its setting."""
+SERIES_COLORS = ("#2471a3", "#8e44ad", "#16a085", "#d35400", "#7f8c8d", "#c0392b")
+
+
+def _series(rows: list[dict], axes: list[str]) -> list[tuple[str, list[dict]]]:
+    """The defended rows as lines: one per value of the second axis (or one line), in first-axis order."""
+    rows = [r for r in rows if not r["undefended"]]
+    if len(axes) < 2:
+        return [("", sorted(rows, key=lambda r: (r.get(axes[0]) is None, r.get(axes[0]))))] if axes else []
+    out = []
+    for v in dict.fromkeys(r.get(axes[1]) for r in rows):
+        mine = sorted((r for r in rows if r.get(axes[1]) == v), key=lambda r: r.get(axes[0]))
+        out.append((f"{axes[1]}={_fmt(v)}", mine))
+    return out
+
+
+def _fmt(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, log: bool = False,
+                 x: str = "strength") -> bytes:
+    """Two panels. Left: leakage (median PSNR, or attack accuracy) and utility against the swept strength —
+    where the knee is. Right: leakage against utility, error bars over seeds × images, the undefended
+    point a star, the Pareto front ringed, ε beside the points that have one."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    axes = axes or []
     key = privacy_key(rows)
+    ylabel = "attack accuracy" if key == "attack_accuracy" else "reconstruction PSNR, dB (median)"
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), dpi=110)
+    clean = next((r for r in rows if r["undefended"]), None)
+    series = _series(rows, axes)
+    numeric = bool(axes) and all(isinstance(r.get(axes[0]), (int, float)) and not isinstance(r.get(axes[0]), bool)
+                                 for _, rs in series for r in rs)
+    uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), None)
+    twin = left.twinx() if uname else None
+    by_epsilon = x == "epsilon"
+    if by_epsilon:  # only points with a formal guarantee have a place on this axis
+        series = [(n, [r for r in rs if isinstance(r.get("epsilon"), float) and math.isfinite(r["epsilon"])])
+                  for n, rs in series]
+        series = [(n, sorted(rs, key=lambda r: r["epsilon"])) for n, rs in series if rs]
+        numeric, log = True, True
+        if not series:
+            left.text(0.5, 0.5, "no point has a formal ε:\nonly dp-gaussian with dp_clip > 0 gives one",
+                      ha="center", va="center", transform=left.transAxes)
+    for i, (name, rs) in enumerate(series):
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        xs = [(r["epsilon"] if by_epsilon else r.get(axes[0])) if numeric else j for j, r in enumerate(rs)]
+        ys = [r.get(key) for r in rs]
+        left.plot(xs, ys, "o-", color=color, label=f"leakage {name}".strip())
+        if twin is not None:
+            twin.plot(xs, [utility_of(r)[1] for r in rs], "s--", color=color, alpha=0.55, markersize=5,
+                      label=f"utility {name}".strip())
+        if not numeric:
+            left.set_xticks(range(len(rs)), [_fmt(r.get(axes[0])) for r in rs])
+    if clean is not None and clean.get(key) is not None:
+        left.axhline(clean[key], color="#c0392b", linewidth=1, linestyle=":", label="leakage with no defense")
+    if key == "psnr":
+        left.axhline(20, color="#e67e22", linestyle="--", linewidth=1, label="20 dB: recognisable")
+    if numeric and log and series:
+        xs = [r["epsilon"] if by_epsilon else r.get(axes[0]) for _, rs in series for r in rs]
+        if any(x == 0 for x in xs):
+            left.set_xscale("symlog", linthresh=min([x for x in xs if x] or [1]))
+        else:
+            left.set_xscale("log")
+    left.set_xlabel("ε (δ as set; lower is more private)" if by_epsilon else (axes[0] if axes else ""))
+    left.set_ylabel(ylabel)
+    if twin is not None:
+        twin.set_ylabel(UTILITY_TITLES[uname], color="#555")
+        if clean is not None and utility_of(clean)[1] is not None:
+            twin.axhline(utility_of(clean)[1], color="#555", linewidth=0.8, linestyle=":")
+    handles = left.get_legend_handles_labels()
+    if twin is not None:
+        more = twin.get_legend_handles_labels()
+        handles = (handles[0] + more[0], handles[1] + more[1])
+    left.legend(*handles, fontsize=7, loc="center left")
+    left.grid(alpha=0.3)
+    left.set_title("leakage and utility against " + ("the formal ε" if by_epsilon else "the defense's strength"),
+                   fontsize=9)
+
     usable = [r for r in rows if r.get(key) is not None and utility_of(r)[1] is not None]
-    fig, ax = plt.subplots(figsize=(8, 5.2), dpi=110)
     if not usable:
-        ax.text(0.5, 0.5, "no point has both a privacy and a utility figure", ha="center", va="center")
+        right.text(0.5, 0.5, "no point has both a leakage and a utility figure", ha="center", va="center")
     else:
-        uname = utility_of(usable[0])[0]
         front = set(pareto(usable, key))
-        for r in usable:
-            u = utility_of(r)[1]
-            leak = r[key]
-            lo_hi = r.get("psnr_range") if key == "psnr" else None
-            yerr = None if not lo_hi else [[leak - lo_hi[0]], [lo_hi[1] - leak]]
-            urange = r.get("test_accuracy_range") if uname == "test_accuracy" else None
-            xerr = None if not urange else [[u - urange[0]], [urange[1] - u]]
-            style = dict(marker="*", markersize=16, color="#c0392b") if r["undefended"] else \
-                dict(marker="o", markersize=8, color="#2471a3" if r["index"] in front else "#95a5a6")
-            ax.errorbar(u, leak, yerr=yerr, xerr=xerr, capsize=3, linestyle="none", **style)
-            eps = r.get("epsilon")
-            tag = r["label"] + ("" if eps is None or (isinstance(eps, float) and math.isinf(eps))
-                                else f"\nε={eps:.3g}")
-            ax.annotate(tag, (u, leak), textcoords="offset points", xytext=(7, 5), fontsize=7, color="#34495e")
-        fr = sorted((utility_of(r)[1], r[key]) for r in usable if r["index"] in front)
-        if len(fr) > 1:
-            ax.plot([f[0] for f in fr], [f[1] for f in fr], color="#2471a3", linewidth=1, alpha=0.6,
-                    label="Pareto front (less leakage, more utility)")
+        for i, (name, rs) in enumerate(series):
+            color = SERIES_COLORS[i % len(SERIES_COLORS)]
+            rs = [r for r in rs if r in usable]
+            for r in rs:
+                u, leak = utility_of(r)[1], r[key]
+                lo_hi = r.get("psnr_range") if key == "psnr" else None
+                urange = r.get("test_accuracy_range") if uname == "test_accuracy" else None
+                right.errorbar(u, leak, yerr=None if not lo_hi else [[leak - lo_hi[0]], [lo_hi[1] - leak]],
+                               xerr=None if not urange else [[u - urange[0]], [urange[1] - u]], capsize=2,
+                               marker="o", color=color, linestyle="none", markersize=6, alpha=0.9)
+                if r["index"] in front:
+                    right.plot(u, leak, "o", markersize=13, markerfacecolor="none", markeredgecolor="black")
+                eps = r.get("epsilon")
+                tag = _fmt(r.get(axes[0])) if axes else r["label"]
+                if isinstance(eps, float) and math.isfinite(eps):
+                    tag += f" (ε={eps:.2g})"
+                right.annotate(tag, (u, leak), textcoords="offset points", xytext=(6, 4), fontsize=6.5, color=color)
+            right.plot([], [], "o", color=color, label=name or "defended")
+        if clean is not None and clean in usable:
+            right.plot(utility_of(clean)[1], clean[key], "*", markersize=16, color="#c0392b", label="no defense")
+        right.plot([], [], "o", markersize=11, markerfacecolor="none", markeredgecolor="black", label="Pareto front")
         if key == "psnr":
-            ax.axhline(20, color="#e67e22", linestyle="--", linewidth=1, label="20 dB: recognisable")
-        ax.set_xlabel(UTILITY_TITLES[uname] + (" (lower is better)" if uname == "training_loss" else ""))
-        ax.set_ylabel("attack accuracy" if key == "attack_accuracy" else "reconstruction PSNR, dB (median over runs)")
-        ax.legend(loc="best", fontsize=8)
-        ax.grid(alpha=0.3)
-    ax.set_title(title, fontsize=10)
+            right.axhline(20, color="#e67e22", linestyle="--", linewidth=1)
+        right.set_xlabel(UTILITY_TITLES[uname] + (" (lower is better)" if uname == "training_loss" else ""))
+        right.set_ylabel(ylabel)
+        right.legend(fontsize=7, loc="best")
+        right.grid(alpha=0.3)
+        corner = "lower-left" if uname == "training_loss" else "lower-right"
+        right.set_title(f"privacy against utility ({corner} is better)", fontsize=9)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
@@ -98,11 +175,12 @@ def strip_png(rows: list[dict]) -> bytes | None:
     return png_bytes(grid([[pics[0]["originals"][0]] + [r["thumbnail"][0] for r in pics]], cell=96))
 
 
-def write_all(out_dir: str, rows: list[dict], axes: list[str], title: str, meta: dict) -> list[str]:
+def write_all(out_dir: str, rows: list[dict], axes: list[str], title: str, meta: dict, log: bool = False,
+              x: str = "strength") -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     files = {"sweep.csv": sweep_csv(rows, axes).encode(),
              "sweep.json": json.dumps({**meta, "rows": [plain(r) for r in rows]}, indent=2).encode(),
-             "tradeoff.png": tradeoff_png(rows, title)}
+             "tradeoff.png": tradeoff_png(rows, title, axes, log, x)}
     strip = strip_png(rows)
     if strip is not None:
         files["strip.png"] = strip

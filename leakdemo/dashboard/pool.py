@@ -170,6 +170,7 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
         pass
     for name in available_samples():
         sample_image(name, 32)
+    store = _open_store()
     results.put(("ready", None))
     parent = os.getppid()
     while True:
@@ -185,7 +186,8 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
         scenario = from_dict(scenario_dict)
         control = JobControl(stop_job, threads, job_id)
         control.is_set()  # takes this moment's share of the cores before the set-up
-        run = Run(scenario, uploads, stop_event=control)
+        # the Lab is for watching a run happen: always computed live (fresh), then kept in the run store
+        run = Run(scenario, uploads, stop_event=control, store=store, fresh=True, source="dashboard")
         started = None
         for ev in run.events():
             if isinstance(ev, Started):
@@ -197,6 +199,17 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
                 except Exception as e:  # downloads are a convenience: never lose the result over them
                     results.put((job_id, {"error": f"downloads unavailable ({e.__class__.__name__})"}))
         results.put((job_id, "done"))
+
+
+def _open_store():
+    """The run store for this worker, or None (turned off, or unusable: said once in the server log)."""
+    from ..errors import LeakdemoError
+    from ..store import open_store
+    try:
+        return open_store()
+    except LeakdemoError as e:
+        print(f"warning: dashboard runs are not recorded: {e}", flush=True)
+        return None
 
 
 class _Worker:

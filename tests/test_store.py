@@ -1,0 +1,200 @@
+"""The run store: what a user relies on — a recorded run comes back whole and at once, only for the same
+scenario and code version; several processes can write together; a file that is not ours is refused and
+left as it was."""
+import json
+import multiprocessing as mp
+import sqlite3
+
+import numpy as np
+import pytest
+
+from leakdemo.errors import LeakdemoError
+from leakdemo.events import Finished, Started
+from leakdemo.runner import Run
+from leakdemo.scenario import from_preset
+from leakdemo.store import RunStore, StoreError, open_store, scenario_key
+
+TINY = {"image_size": 16, "iterations": 8, "seed": 0}
+
+
+def _run(store, fresh=False, **over):
+    run = Run(from_preset("dlg", {**TINY, **over}), store=store, fresh=fresh)
+    events = list(run.events())
+    return run, events
+
+
+def test_a_recorded_run_comes_back_whole_without_computing(tmp_path):
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    first, live = _run(store)
+    assert not first.from_store and first.stored_id is not None
+    assert any(e.event == "progress" for e in live)
+    again, replay = _run(store)
+    assert again.from_store and again.stored_id == first.stored_id
+    assert [e.event for e in replay] == ["started", "finished"]  # nothing was computed
+    a, b = live[-1], replay[-1]
+    assert isinstance(b, Finished) and b.metrics == {**a.metrics}
+    assert json.dumps(b.history) == json.dumps(a.history) and b.iterations == a.iterations  # NaN-aware
+    assert np.abs(b.images - a.images).max() <= 1 / 255 + 1e-6  # kept as 8-bit PNG
+    assert np.abs(replay[0].originals - live[0].originals).max() <= 1 / 255 + 1e-6
+    assert isinstance(replay[0], Started) and replay[0].names == live[0].names
+    assert 2 <= len(again.keyframes.items) <= 12 and again.keyframes.items[-1][0] == a.iterations
+
+
+def test_fresh_runs_again_and_other_scenarios_or_code_versions_miss(tmp_path):
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    first, _ = _run(store)
+    again, events = _run(store, fresh=True)
+    assert not again.from_store and again.stored_id != first.stored_id
+    other, _ = _run(store, seed=1)
+    assert not other.from_store
+    key = first.key()
+    assert store.find(key) is not None and store.find(key, version="an-older-version") is None
+    assert len(store.runs()) == 3
+
+
+def test_uploads_are_part_of_the_key():
+    params = dict(from_preset("dlg", TINY).params)
+    a = [("me.png", np.zeros((4, 4, 3), np.uint8))]
+    b = [("me.png", np.ones((4, 4, 3), np.uint8))]
+    assert scenario_key(params, "cpu", a) != scenario_key(params, "cpu", b) != scenario_key(params, "cpu")
+    assert scenario_key(params, "cpu") != scenario_key(params, "cuda")
+
+
+def _synthetic_events(i: int):
+    originals = np.random.default_rng(i).random((2, 8, 8, 3)).astype(np.float32)
+    started = Started({"params": {}}, {}, originals, ["a", "b"], [0, 1], 10, "cpu", "", 0.1)
+    finished = Finished("finished", {"psnr": float(i), "ssim": 0.5, "lpips": None, "psnr_per_image": [1.0, 2.0]},
+                        originals, 1.0, 10, {"iteration": [0, 10], "psnr": [1.0, float(i)]})
+    return started, finished, [(0, originals), (10, originals)]
+
+
+def _writer(path: str, who: int, count: int) -> None:
+    store = RunStore(path)
+    for k in range(count):
+        started, finished, frames = _synthetic_events(who * 100 + k)
+        store.record(f"key-{who}-{k}", "test", {"params": {"attack": "dlg"}}, started, finished, frames)
+
+
+def test_several_processes_write_at_once(tmp_path):
+    path = str(tmp_path / "runs.sqlite")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, who, 6)) for who in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    store = RunStore(path)
+    rows = store.runs(limit=100)
+    assert len(rows) == 24
+    stored = store.load(rows[0]["id"])
+    assert stored.finished.metrics["psnr"] == rows[0]["psnr"] and len(stored.keyframes) == 2
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+@pytest.mark.parametrize("content", [b"these are my notes, not a database\n", b"SQLite format 3\x00" + b"\x07" * 200])
+def test_a_file_that_is_not_a_store_is_refused_and_left_alone(tmp_path, content):
+    path = tmp_path / "runs.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(StoreError) as e:
+        RunStore(str(path))
+    assert str(path) in str(e.value) and "\n" not in str(e.value) and "left untouched" in str(e.value)
+    assert path.read_bytes() == content
+
+
+def test_another_programs_database_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "theirs.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE accounts (name TEXT)")
+        conn.execute("INSERT INTO accounts VALUES ('alice')")
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="another program's SQLite database"):
+        RunStore(str(path))
+    assert path.read_bytes() == before
+
+
+def test_a_store_from_a_newer_version_is_refused(tmp_path):
+    path = str(tmp_path / "runs.sqlite")
+    RunStore(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    with pytest.raises(StoreError, match="newer leakdemo"):
+        RunStore(path)
+
+
+def test_store_location_and_off_switch(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAKDEMO_STORE", "off")
+    assert open_store() is None
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "deep" / "er" / "runs.sqlite"))
+    assert open_store().path.endswith("runs.sqlite") and (tmp_path / "deep" / "er" / "runs.sqlite").exists()
+    monkeypatch.delenv("LEAKDEMO_STORE")
+    monkeypatch.setenv("LEAKDEMO_CACHE", str(tmp_path / "cache"))
+    assert open_store().path == str(tmp_path / "cache" / "runs.sqlite")
+
+
+def test_unknown_run_id_is_one_line(tmp_path):
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    with pytest.raises(LeakdemoError, match="run 7: no such run"):
+        store.load(7)
+    assert store.delete(7) is False
+
+
+def _cli(*args):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run([sys.executable, "-m", "leakdemo", *args], cwd=root, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_cli_serves_a_repeated_run_from_the_store_and_manages_runs(tmp_path, store_path):
+    args = ("run", "dlg", "--set", "image_size=16", "--set", "iterations=5")
+    first = _cli(*args)
+    assert first.returncode == 0 and "from the run store" not in first.stderr
+    again = _cli(*args)
+    assert again.returncode == 0 and "from the run store (run 1" in again.stderr
+    assert again.stdout.splitlines()[0] == first.stdout.splitlines()[0]  # the same summary
+    fresh = _cli(*args, "--fresh")
+    assert fresh.returncode == 0 and "from the run store" not in fresh.stderr
+    listed = _cli("runs", "list")
+    assert listed.returncode == 0 and "2 run(s)" in listed.stdout and "dlg" in listed.stdout
+    shown = _cli("runs", "show", "1")
+    import json
+    info = json.loads(shown.stdout)
+    assert info["id"] == 1 and info["scenario"]["params"]["image_size"] == 16 and "psnr" in info
+    out = tmp_path / "export"
+    assert _cli("runs", "export", "1", str(out)).returncode == 0
+    assert {"grid.png", "progress.gif", "metrics.json", "scenario.json"} <= set(p.name for p in out.iterdir())
+    assert _cli("runs", "delete", "1").returncode == 0
+    gone = _cli("runs", "show", "1")
+    assert gone.returncode == 2 and gone.stderr.strip().startswith("error: run 1: no such run")
+
+
+def test_cli_refuses_a_foreign_store_in_one_line(tmp_path, monkeypatch):
+    path = tmp_path / "notes.txt"
+    path.write_text("not a database\n")
+    monkeypatch.setenv("LEAKDEMO_STORE", str(path))
+    r = _cli("run", "dlg", "--set", "image_size=16", "--set", "iterations=2")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"error: run store: {path} is not a SQLite database")
+    assert path.read_text() == "not a database\n"
+
+
+def test_grayscale_images_keep_their_single_channel(tmp_path):
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    started, finished, frames = _synthetic_events(3)
+    gray = started.originals[..., :1]
+    started.originals, finished.images = gray, gray
+    run_id = store.record("k", "test", {"params": {}}, started, finished, [(0, gray)])
+    back = store.load(run_id)
+    assert back.started.originals.shape == gray.shape and back.finished.images.shape == gray.shape
+    assert np.abs(back.finished.images - gray).max() <= 1 / 255 + 1e-6
+
+
+def test_a_run_whose_record_fails_still_reaches_the_user(tmp_path, monkeypatch):
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    monkeypatch.setattr(store, "record", lambda *a, **k: (_ for _ in ()).throw(ValueError("disk on fire")))
+    run, events = _run(store)
+    assert events[-1].event == "finished" and run.stored_id is None

@@ -1,0 +1,200 @@
+"""Sweeps, utility and formal privacy: the behaviour a user exploring defense trade-offs relies on."""
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from leakdemo import privacy, utility
+from leakdemo.errors import LeakdemoError
+from leakdemo.scenario import from_preset
+from leakdemo.store import RunStore
+from leakdemo.sweep import PointDone, Sweep, SweepFinished, SweepStarted, parse_axis, pareto
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAST = {"image_size": 16, "iterations": 25, "defense": "dp-gaussian"}
+
+
+def cli(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "leakdemo", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+# ---------------------------------------------------------------- the grid
+
+
+def test_axes_follow_the_catalog():
+    base = from_preset("dlg", FAST)
+    a = parse_axis("dp_sigma=1e-4..1:5", base)  # the catalog marks dp_sigma log: decades evenly spaced
+    assert a.log and a.values == (1e-4, 1e-3, 1e-2, 0.1, 1.0)
+    b = parse_axis("dp_clip=0..8:3", base)
+    assert not b.log and b.values == (0.0, 4.0, 8.0)
+    c = parse_axis("dp_clip=0,4", base)
+    assert c.values == (0.0, 4.0)
+    d = parse_axis("iterations=10..12:8", base)  # integers: rounded, each once
+    assert d.values == (10, 11, 12)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("zzz=1..2:3", "zzz: is not a parameter of protocol=fedsgd, attack=dlg, defense=dp-gaussian"),
+    ("tv_weight=0..1:3", "tv_weight: is not a parameter of protocol=fedsgd, attack=dlg, defense=dp-gaussian "
+                         "(it belongs to: invgrad"),
+    ("dp_sigma=1e-4..1:1", "dp_sigma: the number of points must be an integer in [2, 64], got 1"),
+    ("dp_sigma=1e-4..1:65", "dp_sigma: the number of points must be an integer in [2, 64], got 65"),
+    ("dp_sigma=1e-4..1:x", "dp_sigma: the number of points after ':' must be an integer in [2, 64]"),
+    ("dp_sigma=1..1e-4:4", "dp_sigma: the range must go from low to high"),
+    ("dp_sigma=1e-4..100:4", "dp_sigma: must be a number in [0, 10], got 100"),
+    ("defense=none,prune", "defense: cannot be swept"),
+    ("dp_sigma", "--vary: expected NAME=LOW..HIGH:N or NAME=a,b,c"),
+])
+def test_bad_axes_name_the_parameter(text, message):
+    with pytest.raises(LeakdemoError) as e:
+        parse_axis(text, from_preset("dlg", FAST))
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+
+
+def test_bad_sweep_on_the_command_line_is_one_line_exit_2():
+    r = cli("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=1e-4..1:99")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == "error: dp_sigma: the number of points must be an integer in [2, 64], got 99"
+    r = cli("sweep", "dlg", "--vary", "prune_ratio=0..0.9:3")
+    assert r.returncode == 2 and r.stderr.startswith("error: prune_ratio: is not a parameter of protocol=fedsgd, "
+                                                     "attack=dlg, defense=none (it belongs to: prune)")
+
+
+# ---------------------------------------------------------------- formal privacy
+
+
+def test_epsilon_only_where_a_dp_mechanism_exists():
+    def g(**over):
+        return privacy.guarantee(dict(from_preset("dlg", over).params))
+    assert g(defense="dp-gaussian", dp_sigma=0.1)["epsilon"] is None  # no clipping: no guarantee
+    assert "without clipping" in g(defense="dp-gaussian", dp_sigma=0.1)["note"]
+    assert g(defense="dp-laplace", dp_sigma=0.1, dp_clip=1)["epsilon"] is None
+    assert g(defense="prune")["epsilon"] is None
+    assert privacy.describe(g(defense="prune")) == "no formal guarantee"
+    strong, weak = g(defense="dp-gaussian", dp_sigma=10, dp_clip=1), g(defense="dp-gaussian", dp_sigma=1, dp_clip=1)
+    assert strong["noise_multiplier"] == 5.0 and 0 < strong["epsilon"] < 1 < weak["epsilon"]
+    # the figure is Opacus's own: its accountant over the same orders gives the same number
+    from opacus.accountants import RDPAccountant
+    acc = RDPAccountant()
+    acc.history = [(5.0, 1.0, 1)]
+    assert strong["epsilon"] <= acc.get_epsilon(1e-5) + 1e-9
+    assert g(defense="dp-gaussian", dp_sigma=10, dp_clip=1, dp_delta=1e-3)["epsilon"] < strong["epsilon"]
+
+
+def test_epsilon_grows_with_what_the_attacker_saw():
+    one = privacy.guarantee(dict(from_preset("dlm-plus", {"defense": "dp-gaussian", "dp_sigma": 2, "dp_clip": 1}).params))
+    four = privacy.guarantee(dict(from_preset("dlm-plus", {"defense": "dp-gaussian", "dp_sigma": 2, "dp_clip": 1,
+                                                            "epochs": 4}).params))
+    assert four["releases"] == 4 * one["releases"] and four["epsilon"] > one["epsilon"]
+    cafe = privacy.guarantee(dict(from_preset("cafe", {"defense": "dp-gaussian", "dp_sigma": 2, "dp_clip": 1}).params))
+    assert cafe["releases"] == 2000 and cafe["noise_multiplier"] == pytest.approx(2 / (2 * 1 * math.sqrt(4)))
+
+
+# ---------------------------------------------------------------- utility
+
+
+def test_utility_is_measured_and_falls_with_noise(tmp_path):
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    p = dict(from_preset("dlg", {"image_size": 16}).params)
+    clean = utility.measure(p, store)
+    assert clean["test_accuracy"] == clean["clean_test_accuracy"] >= 0.85  # LeNet learns the held-out digits
+    noisy_p = dict(from_preset("dlg", {"image_size": 16, "defense": "dp-gaussian", "dp_sigma": 1.0}).params)
+    noisy = utility.measure(noisy_p, store)
+    assert noisy["test_accuracy"] <= 0.3 and noisy["clean_test_accuracy"] == clean["clean_test_accuracy"]
+    utility._memo.clear()  # a new process: the store answers, nothing is trained
+    real_train = utility._train
+    utility._train = lambda *a, **k: pytest.fail("trained again although the store holds it")
+    try:
+        assert utility.cached(noisy_p, store) == noisy
+    finally:
+        utility._train = real_train
+    assert utility.measure(dict(from_preset("cafe").params)) is None  # VFL reports its own training loss
+
+
+# ---------------------------------------------------------------- a sweep end to end
+
+
+def _collect(sweep):
+    events = list(sweep.events())
+    assert isinstance(events[0], SweepStarted) and isinstance(events[-1], SweepFinished)
+    return events
+
+
+def test_sweep_measures_privacy_and_utility_and_comes_back_from_the_store(tmp_path):
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    base = from_preset("dlg", FAST)
+    axes = [parse_axis("dp_sigma=1e-4..1:2", base)]
+    events = _collect(Sweep(base, axes, seeds=1, store=store, workers=2))
+    assert events[0].runs == 3 and events[0].cached == 0
+    points = [e for e in events if isinstance(e, PointDone)]
+    assert len(points) == 3  # each point streams out as it finishes
+    rows = {r["label"]: r for r in events[-1].rows}
+    clean, weak, strong = rows["no defense"], rows["dp_sigma=0.0001"], rows["dp_sigma=1"]
+    assert clean["undefended"] and clean["psnr"] >= 40 and clean["recognisable"] == 1.0
+    assert strong["psnr"] <= 10 and strong["recognisable"] == 0.0
+    assert clean["psnr"] > weak["psnr"] > strong["psnr"]
+    assert clean["test_accuracy"] >= 0.85 and strong["test_accuracy"] <= 0.3  # measured, not assumed
+    assert weak["privacy"] == "no formal guarantee" and clean["privacy"] == "ε = ∞"
+    assert strong["index"] in pareto(events[-1].rows) and weak["index"] in pareto(events[-1].rows)
+    assert len(store.runs()) == 3  # every run is recorded, by the sweep's own process
+
+    again = _collect(Sweep(base, axes, seeds=1, store=store, workers=2))
+    assert again[0].cached == 3  # nothing computed
+    assert [(r["label"], r["psnr"], r["test_accuracy"]) for r in again[-1].rows] == \
+           [(r["label"], r["psnr"], r["test_accuracy"]) for r in events[-1].rows]
+
+
+def test_a_failing_point_is_a_row_and_the_sweep_goes_on():
+    base = from_preset("dlm-plus", {"image_size": 16, "iterations": 10, "local_steps": 2})
+    rows = _collect(Sweep(base, [parse_axis("batch_size=1,48", base)], workers=1))[-1].rows
+    bad = next(r for r in rows if r["label"] == "batch_size=48")  # 2 steps × 48 images: more than a client holds
+    good = next(r for r in rows if r["label"] == "batch_size=1")
+    assert bad["failed"] == 1 and bad["runs"] == 0 and "at most 64 images" in bad["errors"][0]
+    assert good["runs"] == 1 and good["psnr"] is not None
+
+
+def test_stopping_keeps_the_points_already_done():
+    base = from_preset("dlg", {**FAST, "iterations": 200})
+    sweep = Sweep(base, [parse_axis("dp_sigma=1e-4..1:6", base)], workers=1)
+    seen = []
+    for ev in sweep.events():
+        seen.append(ev)
+        if isinstance(ev, PointDone):
+            threading.Timer(0.1, sweep.stop).start()
+    assert seen[-1].status == "stopped" and 1 <= len(seen[-1].rows) < 7
+
+
+def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
+    out = tmp_path / "out"
+    r = cli("sweep", "dlg", "--set", "image_size=16", "--set", "iterations=10", "--set", "defense=prune",
+            "--vary", "prune_ratio=0.5,0.99", "--jsonl", "--out", str(out), "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert lines[0]["event"] == "started" and lines[-1]["event"] == "finished"
+    assert sum(x["event"] == "point" for x in lines) == 3
+    assert sorted(os.listdir(out)) == ["strip.png", "sweep.csv", "sweep.json", "tradeoff.png"]
+    header = (out / "sweep.csv").read_text().splitlines()[0].split(",")
+    assert {"label", "prune_ratio", "psnr", "test_accuracy", "epsilon", "privacy"} <= set(header)
+    assert len(json.loads((out / "sweep.json").read_text())["rows"]) == 3
+    listed = cli("runs", "list", "--json")
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 3
+
+
+@pytest.mark.timeout(600)
+def test_ray_backend_gives_the_local_results():
+    ray = pytest.importorskip("ray")
+    base = from_preset("dlg", {**FAST, "iterations": 10})
+    axes = [parse_axis("dp_sigma=1e-3,1e-1", base)]
+    local = _collect(Sweep(base, axes, workers=2))[-1].rows
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = _collect(Sweep(base, axes, backend="ray", workers=2))[-1].rows
+    finally:
+        ray.shutdown()
+    key = lambda rows: sorted((r["label"], r["psnr"], r["ssim"], r["test_accuracy"]) for r in rows)  # noqa: E731
+    assert key(remote) == key(local)
