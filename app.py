@@ -12,5 +12,6 @@ from leakdemo.dashboard.lab import main as attack_lab  # noqa: E402  (after set_
 
 st.navigation([
     st.Page(attack_lab, title="Attack Lab", icon=":material/science:", default=True),
+    st.Page("pages/2_Tradeoffs.py", title="Trade-offs", icon=":material/balance:"),
     st.Page("pages/1_Catalog.py", title="Catalog", icon=":material/menu_book:"),
 ]).run()

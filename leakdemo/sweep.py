@@ -169,7 +169,9 @@ class Task:
 class Sweep:
     def __init__(self, base: Scenario, axes: list[Axis], seeds: int = 1, images: list[str] | None = None,
                  store=None, fresh: bool = False, backend: str = "local", workers: int | None = None,
-                 ray_address: str | None = None):
+                 ray_address: str | None = None, runner=None):
+        """`runner(tasks, stop) -> iterator of results` replaces the backend (the dashboard hands its
+        shared worker pool in)."""
         if not axes:
             raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N")
         if len(axes) > 2:
@@ -186,7 +188,7 @@ class Sweep:
             raise ParamError("backend", f"must be one of local, ray; got {backend!r}")
         self.base, self.axes, self.store, self.fresh = base, axes, store, fresh
         self.seeds, self.images = _seeds(base, seeds), images or [None]
-        self.backend, self.ray_address = backend, ray_address
+        self.backend, self.ray_address, self.runner = backend, ray_address, runner
         self.workers = workers or max(1, (os.cpu_count() or 1))
         self._stop = threading.Event()
         self.points = self._grid()
@@ -260,9 +262,13 @@ class Sweep:
                 yield PointDone(self._row(point), done, total, time.perf_counter() - t0, None)
         status = "finished"
         if todo:
-            runner = _run_local if self.backend == "local" else _run_ray
+            if self.runner is not None:
+                results_in = self.runner(todo, self._stop)
+            else:
+                backend = _run_local if self.backend == "local" else _run_ray
+                results_in = backend(todo, self.workers, self._stop, self.ray_address)
             t_compute = time.perf_counter()
-            for res in runner(todo, self.workers, self._stop, self.ray_address):
+            for res in results_in:
                 if res.get("record") is not None and self.store is not None:
                     _record(self.store, res.pop("record"))
                 if res.get("utility") is not None and self.store is not None:
@@ -293,16 +299,16 @@ class Sweep:
 # ---------------------------------------------------------------- one run, anywhere
 
 
-def run_task(task: Task) -> dict:
+def run_task(task: Task, stop_event=None) -> dict:
     """Run one (point, seed, image) with no store; returns its scored result and what the store keeps.
-    A top-level function: local worker processes and Ray tasks both call it."""
+    A top-level function: local worker processes, Ray tasks and the dashboard's workers call it."""
     from .events import Failed, Finished, Started
     from .runner import Run
     from .scenario import Scenario
     from .store import STORED_KEYFRAMES, _thin, scenario_key
     from .device import resolve_device
     sc = Scenario(task.params, task.preset)
-    run = Run(sc, source="sweep")
+    run = Run(sc, source="sweep", stop_event=stop_event)
     started = finished = None
     error = None
     for ev in run.events():

@@ -107,6 +107,16 @@ def store_result(store, result_keys: dict, value: dict) -> None:
         store.keep("utility", key, value[name])
 
 
+def learning_rate(p: dict) -> float:
+    """The federation's step size. The sigmoid LeNet's last layer grows with the image (12·⌈s/4⌉² inputs):
+    its step shrinks with that fan-in (measured: 1.0 learns the 16 px digits to 0.97, but oscillates at
+    32 px, where 0.25 learns them to 0.93)."""
+    lr = SERVER_LR.get(p["model"], 0.1)
+    if p["model"] == "lenet":
+        lr = min(lr, lr * (16 / p["image_size"]) ** 2)
+    return lr
+
+
 def _train(p: dict, defended: bool) -> float:
     from .protocols.fedsgd import make_model
     torch.manual_seed(p["seed"])
@@ -123,7 +133,7 @@ def _train(p: dict, defended: bool) -> float:
     shards = torch.randperm(len(ytr), generator=g)
     shards = [shards[c::CLIENTS] for c in range(CLIENTS)]
     defense = p["defense"] if defended else "none"
-    lr = SERVER_LR.get(p["model"], 0.1)
+    lr = learning_rate(p)
 
     def loss_of(params, x, y):
         out = functional_call(model, ({n: w for n, w in zip(names, params)}, buffers), (x,))

@@ -20,8 +20,13 @@ if not os.path.exists(CHROMIUM):
 
 
 @pytest.fixture(scope="module")
-def server():
-    proc, url = start_server(workers=2)
+def server(tmp_path_factory):
+    # a run store of its own: the Trade-offs test reads back what its sweep recorded
+    os.environ["LEAKDEMO_STORE"] = str(tmp_path_factory.mktemp("store") / "runs.sqlite")
+    try:
+        proc, url = start_server(workers=2)
+    finally:
+        os.environ["LEAKDEMO_STORE"] = "off"
     yield url
     stop_server(proc)
 
@@ -183,3 +188,41 @@ def test_a_closed_tab_frees_its_worker_for_the_next_in_line(browser):
         print(f"\n{freed}")
     finally:
         stop_server(proc)
+
+
+def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1600, "height": 1100})
+    page.errors = []
+    watch_errors(page, page.errors, "tradeoffs")
+    page.goto(f"{server}/Tradeoffs?sweep=custom&preset=dlg&defense=dp-gaussian&vary=dp_sigma%3D1e-3..1%3A2"
+              "&seeds=1&image_size=16&iterations=40")
+    page.get_by_role("button", name="Run sweep").wait_for(timeout=90_000)
+    nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+    assert "Attack Lab" in nav and "Trade-offs" in nav
+    page.get_by_text("3 points (the undefended one included) × 1 seed(s) = 3 runs").wait_for(timeout=30_000)
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Run sweep").click()
+    page.locator(".js-plotly-plot").first.wait_for(timeout=300_000)
+    first_point = time.perf_counter() - t0
+    page.get_by_text("Finished: 3/3 runs").wait_for(timeout=600_000)
+    print(f"\nsweep: first point drawn {first_point:.1f} s after Run sweep, all 3 in {time.perf_counter() - t0:.1f} s")
+    page.wait_for_timeout(1500)
+    assert page.locator(".js-plotly-plot").count() == 2
+    page.get_by_text("the private image").wait_for(timeout=10_000)
+    captions = page.locator('[data-testid="stImageCaption"]').all_inner_texts()
+    strip = [c for c in captions if c.endswith("dB")]
+    assert len(strip) == 3 and strip[0].startswith("no defense")
+    psnr = [float(c.split("·")[1].split()[0]) for c in strip]
+    assert psnr[0] >= 30 and psnr[-1] <= 10, captions  # the face dissolves as the noise grows
+    shot = tmp_path / "tradeoffs.png"
+    page.screenshot(path=str(shot), full_page=True)
+    with Image.open(shot) as im:
+        arr = np.asarray(im.convert("RGB"))
+    assert im.width == 1600 and arr.std() > 20  # a real page, not a blank one
+    # the same sweep again: every run from the store, the chart at once
+    t1 = time.perf_counter()
+    page.get_by_role("button", name="Run sweep").click()
+    page.get_by_text("Finished: 3/3 runs (3 from the run store)").wait_for(timeout=60_000)
+    print(f"sweep again from the store: {time.perf_counter() - t1:.1f} s")
+    assert_no_traceback(page)
+    page.close()

@@ -198,3 +198,18 @@ def test_ray_backend_gives_the_local_results():
         ray.shutdown()
     key = lambda rows: sorted((r["label"], r["psnr"], r["ssim"], r["test_accuracy"]) for r in rows)  # noqa: E731
     assert key(remote) == key(local)
+
+
+def test_every_built_in_sweep_resolves():
+    from leakdemo.scenario import load
+    from leakdemo.sweeps import sweeps
+    names = set(sweeps())
+    assert {"sweep-dp-dlg", "sweep-prune-dlg", "sweep-dp-dlm-plus", "sweep-fake-gradients-cafe",
+            "sweep-topk-pli"} <= names
+    for spec in sweeps().values():
+        base = load(spec.base, spec.set)
+        sweep = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds)
+        tasks = sweep.tasks()
+        assert tasks and not any(p.runs for p in sweep.points), spec.name  # no point is refused
+        assert sweep.points[0].undefended
+    assert "sweep-dp-dlg" in cli("list").stdout

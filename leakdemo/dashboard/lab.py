@@ -21,7 +21,7 @@ from ..protocols.fedavg import LOCAL_DATA
 from ..protocols.vfl import tile_grid, tiles
 from ..scenario import from_dict, presets
 from . import state
-from .pool import RunPool
+from .shared import run_pool, tab_alive
 
 ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
 RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
@@ -41,12 +41,6 @@ h1 {{font-size: 2.3rem !important;}}
 [data-testid="stImage"] img {{image-rendering: pixelated;}}
 </style>
 """
-
-
-@st.cache_resource
-def run_pool() -> RunPool:
-    """One pool for the whole server: every browser session shares its bounded workers."""
-    return RunPool()
 
 
 @st.cache_resource
@@ -608,23 +602,11 @@ def chart_panel(handle) -> None:
             right.plotly_chart(utility, key="chart_utility", config={"displayModeBar": False})
 
 
-def _tab_alive():
-    """Whether this browser tab is still connected (its websocket), for the pool to free a closed tab's
-    worker at once; None where there is no server runtime (AppTest)."""
-    from streamlit import runtime
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-    ctx = get_script_run_ctx()
-    if ctx is None or not runtime.exists():
-        return None
-    rt, session = runtime.get_instance(), ctx.session_id
-    return lambda: rt.is_active_session(session)
-
-
 def _start(scenario, uploads) -> None:
     old = st.session_state.get("handle")
     if old is not None and not old.done:
         old.stop()
-    st.session_state["handle"] = run_pool().submit(scenario, uploads or None, alive=_tab_alive())
+    st.session_state["handle"] = run_pool().submit(scenario, uploads or None, alive=tab_alive())
 
 
 def _stop() -> None:

@@ -68,6 +68,8 @@ class RunHandle:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     seq: int = 0  # place in the queue (kept when a dropped run is queued again)
     job_id: int | None = None
+    task: object = None  # a sweep's run (leakdemo.sweep.Task): computed and scored whole, no frames stream
+    task_result: dict | None = None
     _pool: "RunPool | None" = field(default=None, repr=False)
 
     def poll(self) -> "RunHandle":
@@ -95,7 +97,7 @@ class RunHandle:
     @property
     def complete(self) -> bool:
         """Done, and nothing more will arrive (the downloads follow a finished result)."""
-        return self.done and (self.status != "finished" or bool(self.artifacts))
+        return self.done and (self.status != "finished" or bool(self.artifacts) or self.task is not None)
 
     def apply(self, ev) -> None:
         """Fold one event from the worker into what the page shows."""
@@ -116,6 +118,9 @@ class RunHandle:
                 self.finished, self.status = ev, ev.status  # show the result now; downloads follow
             elif isinstance(ev, Failed):
                 self.error, self.status = ev.message, "failed"
+            elif isinstance(ev, dict) and "task_result" in ev:  # a sweep's run, scored in the worker
+                self.task_result = ev["task_result"]
+                self.status = "stopped" if self.stop_requested else "finished"
             elif isinstance(ev, dict):  # the downloads, built in the worker after the result
                 self.artifacts = ev
 
@@ -183,9 +188,13 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
         if job is None:
             return
         job_id, scenario_dict, uploads = job
-        scenario = from_dict(scenario_dict)
         control = JobControl(stop_job, threads, job_id)
         control.is_set()  # takes this moment's share of the cores before the set-up
+        if not isinstance(scenario_dict, dict):  # a sweep's run: one scored result, no frames
+            results.put((job_id, {"task_result": _sweep_task(scenario_dict, control)}))
+            results.put((job_id, "done"))
+            continue
+        scenario = from_dict(scenario_dict)
         # the Lab is for watching a run happen: always computed live (fresh), then kept in the run store
         run = Run(scenario, uploads, stop_event=control, store=store, fresh=True, source="dashboard")
         started = None
@@ -199,6 +208,15 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
                 except Exception as e:  # downloads are a convenience: never lose the result over them
                     results.put((job_id, {"error": f"downloads unavailable ({e.__class__.__name__})"}))
         results.put((job_id, "done"))
+
+
+def _sweep_task(task, control) -> dict:
+    from ..sweep import run_task
+    try:
+        return run_task(task, stop_event=control)
+    except Exception as e:  # noqa: BLE001 — one point's run fails, the sweep goes on
+        return {"point": task.point, "run": {"seed": task.seed, "image": task.image,
+                                             "error": f"internal error ({e.__class__.__name__}: {e})"}}
 
 
 def _open_store():
@@ -260,6 +278,15 @@ class RunPool:
         with self._lock:
             self._next_seq += 1
             handle = RunHandle(scenario, uploads, alive, seq=self._next_seq, _pool=self)
+            self._waiting.append(handle)
+        return handle
+
+    def submit_task(self, task, alive: Callable[[], bool] | None = None) -> RunHandle:
+        """One run of a sweep (leakdemo.sweep.Task): queued like any run, answered with its scored result."""
+        with self._lock:
+            self._next_seq += 1
+            handle = RunHandle(Scenario(task.params, task.preset), None, alive, seq=self._next_seq, task=task,
+                               _pool=self)
             self._waiting.append(handle)
         return handle
 
@@ -356,7 +383,7 @@ class RunPool:
             h.status, h.job_id = "running", self._next_id
         w.handle, w.job_id = h, self._next_id
         self._share_cores()
-        w.jobs.put((self._next_id, h.scenario.to_dict(), h.uploads))
+        w.jobs.put((self._next_id, h.task if h.task is not None else h.scenario.to_dict(), h.uploads))
 
     def _share_cores(self) -> None:
         """A run alone gets every core the server leaves; several split them (oversubscribed OpenMP slows

@@ -1,0 +1,34 @@
+"""What every dashboard page shares: the server's one worker pool, and whether a browser tab still listens."""
+from __future__ import annotations
+
+import streamlit as st
+
+from .pool import RunPool
+
+
+@st.cache_resource
+def run_pool() -> RunPool:
+    """One pool for the whole server: every browser session, on every page, shares its bounded workers."""
+    return RunPool()
+
+
+def tab_alive():
+    """Whether this browser tab is still connected (its websocket), for the pool to free a closed tab's
+    worker at once; None where there is no server runtime (AppTest)."""
+    from streamlit import runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    ctx = get_script_run_ctx()
+    if ctx is None or not runtime.exists():
+        return None
+    rt, session = runtime.get_instance(), ctx.session_id
+    return lambda: rt.is_active_session(session)
+
+
+def leave_legacy_pages_mode() -> None:
+    """Streamlit runs files of pages/ by themselves (its first multipage mode) until some session has run
+    app.py's st.navigation; a shared link to a page, opened first on a fresh server, would get the old
+    navigation and none of app.py's set-up. Leave that mode and rerun: app.py then routes the link."""
+    from streamlit.runtime.pages_manager import PagesManager
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()

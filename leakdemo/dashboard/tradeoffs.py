@@ -1,0 +1,392 @@
+"""The Trade-offs page: sweep a defense's strength and watch privacy against utility draw itself.
+
+Layout and widgets only: the grid, scoring, utility and ε are leakdemo.sweep's; the runs go to the
+server's shared worker pool (sweep_job.py); finished runs come from the run store at once."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from .. import catalog
+from ..artifacts import upscale
+from ..errors import LeakdemoError
+from ..scenario import load, presets
+from ..store import open_store
+from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
+from ..sweeps import sweeps
+from ..tradeoff import UTILITY_TITLES, plain, privacy_key, sweep_csv
+from .shared import run_pool, tab_alive
+from .sweep_job import SweepJob, pool_runner
+
+CUSTOM = "custom"
+SPEC_KEYS = ("sweep", "preset", "defense", "vary", "seeds")
+POLL_SECONDS = 1.0
+MAX_SEEDS = 5
+STRIP_PX = 112  # every picture of the strip at one size, whatever its column's width
+COLORS = ("#2471a3", "#8e44ad", "#16a085", "#d35400", "#7f8c8d")
+CSS = """
+<style>
+.block-container {padding-top: 2.2rem;}
+[data-testid="stImage"] img {image-rendering: pixelated;}
+</style>
+"""
+
+
+# ---------------------------------------------------------------- what to sweep (URL <-> widgets <-> Sweep)
+
+
+def _sweepable(defense: str) -> list[str]:
+    comp = catalog.DEFENSES[defense]
+    return [p.name for p in comp.params if p.kind in ("int", "float") and p.name != "dp_delta"]
+
+
+def _init_from_query() -> None:
+    """A shared link (?sweep=NAME, or ?sweep=custom&preset=…&defense=…&vary=…&seeds=…) fills the widgets;
+    a bad value is reported and left at its default."""
+    if "t_sweep" in st.session_state:
+        return
+    q, problems = dict(st.query_params), []
+    name = q.get("sweep", "sweep-dp-dlg")
+    if name != CUSTOM and name not in sweeps():
+        problems.append(f"sweep={name!r} (unknown; built-in: {', '.join(sweeps())})")
+        name = "sweep-dp-dlg"
+    st.session_state["t_sweep"] = name
+    st.session_state["t_preset"] = q.get("preset", "dlg") if q.get("preset", "dlg") in presets() else "dlg"
+    if q.get("preset") and q["preset"] not in presets():
+        problems.append(f"preset={q['preset']!r} (unknown)")
+    st.session_state["t_defense"] = q.get("defense", "dp-gaussian")
+    st.session_state["t_vary"] = q.get("vary", "dp_sigma=1e-4..1:6")
+    try:
+        seeds = int(q.get("seeds", "1"))
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ValueError
+    except ValueError:
+        problems.append(f"seeds={q.get('seeds')!r} (must be an integer in [1, {MAX_SEEDS}])")
+        seeds = 1
+    st.session_state["t_seeds"] = seeds
+    # any other key of a custom link is a scenario parameter (image_size=16, iterations=50, …), checked on build
+    st.session_state["t_set"] = {k: v for k, v in q.items() if k not in SPEC_KEYS}
+    st.session_state["t_problems"] = problems
+
+
+def _controls() -> tuple[dict, str | None]:
+    """The sidebar; returns the sweep's description (for the URL and the Sweep) and a problem, if any."""
+    names = list(sweeps()) + [CUSTOM]
+    sb = st.sidebar
+    sb.header("What to sweep")
+    name = sb.selectbox("Sweep", names, key="t_sweep",
+                        format_func=lambda n: "Custom: choose the defense and the range" if n == CUSTOM
+                        else sweeps()[n].title)
+    if name != CUSTOM:
+        spec = sweeps()[name]
+        sb.caption(spec.description)
+        return {"sweep": name}, None
+    preset = sb.selectbox("Scenario (preset)", list(presets()), key="t_preset",
+                          format_func=lambda n: f"{n} — {presets()[n].title}")
+    protocol = presets()[preset].params.get("protocol", "fedsgd")
+    defenses = [d for d in catalog.defenses_for(protocol) if d != "none" and _sweepable(d)]
+    if st.session_state.get("t_defense") not in defenses:  # a preset whose protocol lacks the defense
+        st.session_state["t_defense"] = defenses[0]
+        _new_defense()
+    defense = sb.selectbox("Defense", defenses, key="t_defense", format_func=lambda d: catalog.DEFENSES[d].title,
+                           on_change=_new_defense)
+    names = _sweepable(defense)
+    sb.text_input("Vary (NAME=LOW..HIGH:N or NAME=a,b,c)", key="t_vary",
+                  help=f"Parameters of this defense: {', '.join(names)}. Log-spaced where the catalog says so "
+                       f"(e.g. noise σ); 2 to {MAX_POINTS} points.")
+    seeds = sb.slider("Seeds per point", 1, MAX_SEEDS, key="t_seeds")
+    extra = st.session_state.get("t_set") or {}
+    if extra:
+        sb.caption("Also set by the link: " + ", ".join(f"`{k}={v}`" for k, v in extra.items()))
+    return {"sweep": CUSTOM, "preset": preset, "defense": defense, "vary": st.session_state["t_vary"],
+            "seeds": seeds, **extra}, None
+
+
+def _new_defense() -> None:
+    """Another defense: start from a range of its first parameter (what the user typed is never replaced
+    otherwise — a wrong name is an error to read, not something to paper over)."""
+    d = catalog.DEFENSES[st.session_state["t_defense"]]
+    st.session_state["t_vary"] = default_vary(d.param(_sweepable(d.name)[0]))
+
+
+def default_vary(p) -> str:
+    """A first range for a parameter: two decades either side of its default when it is log-scaled."""
+    if p.log:
+        return f"{p.name}={max(p.low or 0, p.default / 100):g}..{min(p.high, p.default * 100):g}:5"
+    return f"{p.name}={p.low:g}..{p.high:g}:5"
+
+
+def build(spec: dict) -> tuple[Sweep, str, str]:
+    """(sweep, title, description) for a page spec; LeakdemoError names what is wrong."""
+    store = _store()
+    if spec["sweep"] != CUSTOM:
+        s = sweeps()[spec["sweep"]]
+        base = load(s.base, s.set)
+        axes = [parse_axis(v, base) for v in s.vary]
+        return Sweep(base, axes, seeds=s.seeds, store=store), s.title, s.description
+    base = load(spec["preset"], {**{k: v for k, v in spec.items() if k not in SPEC_KEYS},
+                                 "defense": spec["defense"]})
+    axes = [parse_axis(spec["vary"], base)]
+    title = f"{base['attack']} against {catalog.DEFENSES[spec['defense']].title.lower()} ({spec['preset']})"
+    return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
+
+
+def _store():
+    try:
+        return open_store()
+    except LeakdemoError as e:
+        st.session_state["t_store_problem"] = str(e)
+        return None
+
+
+# ---------------------------------------------------------------- charts
+
+
+def _series(rows: list[dict], axes: list[str]) -> list[tuple[str, list[dict]]]:
+    rows = [r for r in rows if not r["undefended"]]
+    if len(axes) < 2:
+        return [("", sorted(rows, key=lambda r: r.get(axes[0])))]
+    return [(f"{axes[1]}={v}", sorted((r for r in rows if r.get(axes[1]) == v), key=lambda r: r.get(axes[0])))
+            for v in dict.fromkeys(r.get(axes[1]) for r in rows)]
+
+
+def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
+    """Leakage (left axis) and utility (right axis) against the swept strength: where the knee is."""
+    key = privacy_key(rows)
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    clean = next((r for r in rows if r["undefended"]), None)
+    for i, (name, rs) in enumerate(_series(rows, axes)):
+        color = COLORS[i % len(COLORS)]
+        xs = [r.get(axes[0]) for r in rs]
+        fig.add_trace(go.Scatter(x=xs, y=[r.get(key) for r in rs], mode="lines+markers", name=f"leakage {name}",
+                                 line=dict(color=color, width=3), marker=dict(size=9)), secondary_y=False)
+        util = [utility_of(r)[1] for r in rs]
+        if any(u is not None for u in util):
+            fig.add_trace(go.Scatter(x=xs, y=util, mode="lines+markers", name=f"utility {name}",
+                                     line=dict(color=color, dash="dash"), marker=dict(symbol="square")),
+                          secondary_y=True)
+    if clean is not None and clean.get(key) is not None:
+        fig.add_hline(y=clean[key], line=dict(color="#c0392b", dash="dot"), annotation_text="no defense")
+    if key == "psnr":
+        fig.add_hline(y=20, line=dict(color="#e67e22", dash="dash"), annotation_text="20 dB: recognisable",
+                      annotation_position="bottom right")
+    uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
+    fig.update_xaxes(title_text=axes[0], type="log" if log else None)
+    fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
+                     secondary_y=False)
+    fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True)
+    fig.update_layout(title="Leakage and utility against the defense's strength", height=420,
+                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
+    """Privacy against utility: error bars over the runs, the Pareto front, the undefended point a star."""
+    key = privacy_key(rows)
+    usable = [r for r in rows if r.get(key) is not None and utility_of(r)[1] is not None]
+    fig = go.Figure()
+    front = set(pareto(usable, key))
+    for i, (name, rs) in enumerate(_series(usable, axes)):
+        color = COLORS[i % len(COLORS)]
+        rs = [r for r in rs if r in usable]
+        if not rs:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[utility_of(r)[1] for r in rs], y=[r[key] for r in rs], mode="markers", name=name or "defended",
+            marker=dict(size=[16 if r["index"] in front else 11 for r in rs], color=color,
+                        line=dict(width=[3 if r["index"] in front else 0 for r in rs], color="black")),
+            error_y=_error(rs, key), customdata=[r["index"] for r in rs],
+            hovertemplate=[_hover(r, key) for r in rs]))
+    clean = next((r for r in usable if r["undefended"]), None)
+    if clean is not None:
+        fig.add_trace(go.Scatter(x=[utility_of(clean)[1]], y=[clean[key]], mode="markers", name="no defense",
+                                 marker=dict(symbol="star", size=22, color="#c0392b"), customdata=[clean["index"]],
+                                 hovertemplate=[_hover(clean, key)]))
+    if len(front) > 1:
+        pts = sorted((utility_of(r)[1], r[key]) for r in usable if r["index"] in front)
+        fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", name="Pareto front",
+                                 line=dict(color="black", width=1, dash="dot"), hoverinfo="skip"))
+    uname = utility_of(usable[0])[0] if usable else "test_accuracy"
+    better = "lower-left" if uname == "training_loss" else "lower-right"
+    fig.update_layout(title=f"Privacy against utility ({better} is better; click a point)", height=420,
+                      xaxis_title=UTILITY_TITLES[uname],
+                      yaxis_title="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
+                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def _error(rs, key):
+    if key != "psnr" or not all(r.get("psnr_range") for r in rs):
+        return None
+    return dict(type="data", symmetric=False, array=[r["psnr_range"][1] - r["psnr"] for r in rs],
+                arrayminus=[r["psnr"] - r["psnr_range"][0] for r in rs], thickness=1)
+
+
+def _hover(r: dict, key: str) -> str:
+    leak = f"attack accuracy {r[key]:.2f}" if key == "attack_accuracy" else \
+        f"PSNR {r['psnr']:.1f} dB ({r['psnr_range'][0]:.1f}–{r['psnr_range'][1]:.1f})"
+    name, u = utility_of(r)
+    return (f"<b>{r['label']}</b><br>{leak}<br>{name.replace('_', ' ')} {u:.3f}<br>{r['privacy']}"
+            f"<br>{r['runs']} run(s)<extra></extra>")
+
+
+def _picture(img: np.ndarray, cell: int = 112) -> np.ndarray:
+    img = np.clip(np.asarray(img, dtype=np.float32), 0, 1)
+    big = upscale(img, cell)
+    return big[..., 0] if big.shape[-1] == 1 else big
+
+
+# ---------------------------------------------------------------- the page
+
+
+def _start(spec: dict) -> None:
+    old = st.session_state.get("t_job")
+    if old is not None and not old.done:
+        old.stop()
+    try:
+        sweep, title, _ = build(spec)
+    except LeakdemoError as e:
+        st.session_state["t_error"] = str(e)
+        return
+    sweep.runner = pool_runner(run_pool(), tab_alive(), in_flight=run_pool().max_running)
+    st.session_state["t_job"] = SweepJob(sweep)
+    st.session_state["t_title"] = title
+    st.session_state["t_axes"] = ([a.name for a in sweep.axes], sweep.axes[0].log)
+
+
+def _stop() -> None:
+    job = st.session_state.get("t_job")
+    if job is not None:
+        job.stop()
+
+
+def main() -> None:
+    st.markdown(CSS, unsafe_allow_html=True)
+    _init_from_query()
+    st.title(":material/balance: Defense trade-offs")
+    st.markdown("How much does a defense cost, and what does it buy? A sweep runs the attack at each strength "
+                "of a defense — several seeds each — and sets what the attack recovered (privacy) against what "
+                "the defense costs the federation's own learning on held-out data (utility), with the formal "
+                "ε where the defense is a differential-privacy mechanism.")
+    for msg in st.session_state.pop("t_problems", []):
+        st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon=":material/link_off:")
+    spec, _ = _controls()
+    query = {k: str(v) for k, v in spec.items()}
+    if dict(st.query_params) != query:
+        st.query_params.from_dict(query)
+    problem = None
+    try:
+        sweep, title, _ = build(spec)
+        n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
+        summary = (f"**{title}** — {n_points} points (the undefended one included) × {len(sweep.seeds)} seed(s) "
+                   f"= {runs} runs. " + ", ".join(f"`{a.name}` ∈ {{{', '.join(f'{v:.3g}' if isinstance(v, float) else str(v) for v in a.values)}}}"
+                                                 for a in sweep.axes))
+    except LeakdemoError as e:
+        problem, summary = str(e), None
+    if st.session_state.get("t_store_problem"):
+        st.warning(f"{st.session_state['t_store_problem']}. Sweeping without the store.")
+    job = st.session_state.get("t_job")
+    c1, c2, c3 = st.columns([1, 1, 4])
+    c1.button("Run sweep", type="primary", disabled=problem is not None, on_click=_start, args=(spec,),
+              icon=":material/play_arrow:", width="stretch")
+    c2.button("Stop", disabled=job is None or job.done, on_click=_stop, icon=":material/stop:", width="stretch")
+    if problem:
+        c3.error(problem)
+    elif summary:
+        c3.markdown(summary)
+    if st.session_state.get("t_error"):
+        st.error(st.session_state.pop("t_error"))
+    pace = None if job is None or job.done else POLL_SECONDS
+    st.fragment(run_every=pace)(sweep_panel)(pace)
+
+
+def sweep_panel(pace) -> None:
+    """Progress, charts, the strip, the table and downloads; one fragment, refreshed while the sweep runs."""
+    job: SweepJob | None = st.session_state.get("t_job")
+    if job is None:
+        st.info("Press **Run sweep**. Points appear as they finish; runs already in the run store come back at once.")
+        return
+    rows = job.snapshot()
+    total = max(job.total_runs, 1)
+    eta = "" if job.eta is None or job.done else f", about {math.ceil(job.eta)} s left"
+    status = {"starting": "Starting…", "running": "Running", "finished": "Finished", "stopped": "Stopped",
+              "failed": "Failed"}[job.status]
+    st.progress(min(1.0, job.done_runs / total),
+                text=f"{status}: {job.done_runs}/{job.total_runs} runs ({job.cached} from the run store), "
+                     f"{len(rows)} point(s) done in {job.seconds:.0f} s{eta}")
+    if job.error:
+        st.error(job.error)
+    if rows:
+        axes, log = st.session_state.get("t_axes", ([], False))
+        left, right = st.columns(2)
+        left.plotly_chart(strength_figure(rows, axes, log), key="t_strength", config={"displayModeBar": False})
+        picked = right.plotly_chart(tradeoff_figure(rows, axes), key="t_tradeoff", on_select="rerun",
+                                    selection_mode="points", config={"displayModeBar": False})
+        _picked_point(rows, picked)
+        _strip(rows, axes)
+        _table(rows, axes, job)
+    if (None if job.done else POLL_SECONDS) != pace:
+        st.rerun()
+
+
+def _picked_point(rows: list[dict], picked) -> None:
+    points = (picked or {}).get("selection", {}).get("points", []) if isinstance(picked, dict) else \
+        getattr(getattr(picked, "selection", None), "points", []) or []
+    if not points:
+        return
+    index = points[0].get("customdata")
+    index = index[0] if isinstance(index, list) else index
+    row = next((r for r in rows if r["index"] == index), None)
+    if row is None or row.get("thumbnail") is None:
+        return
+    st.subheader(f"{row['label']}: what the attack rebuilt (first run)")
+    cols = st.columns(2 * len(row["thumbnail"]))
+    for i, (o, rec) in enumerate(zip(row["originals"], row["thumbnail"])):
+        cols[2 * i].image(_picture(o), caption="original", clamp=True)
+        cols[2 * i + 1].image(_picture(rec), caption="reconstruction", clamp=True)
+
+
+def _strip(rows: list[dict], axes: list[str]) -> None:
+    """The first image's reconstruction at every point, in order of strength: the picture people remember."""
+    pics = [r for r in rows if r.get("thumbnail") is not None]
+    if not pics:
+        return
+    st.subheader("The reconstruction as the defense grows")
+    first = pics[0]
+    cols = st.columns(min(len(pics) + 1, 10))
+    cols[0].image(_picture(first["originals"][0]), caption="the private image", clamp=True, width=STRIP_PX)
+    key = privacy_key(rows)
+    for col, r in zip(cols[1:], pics[:len(cols) - 1]):
+        figure = f"{r[key]:.2f}" if key == "attack_accuracy" else f"{r['psnr']:.1f} dB"
+        col.image(_picture(r["thumbnail"][0]), caption=f"{r['label']} · {figure}", clamp=True, width=STRIP_PX)
+
+
+def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
+    with st.expander("Table and downloads", expanded=False):
+        shown = ["label", "psnr", "ssim", "lpips", "recognisable", "attack_accuracy", "test_accuracy",
+                 "clean_test_accuracy", "training_loss", "client_accuracy", "privacy", "runs", "failed"]
+        table = [{k: plain(r).get(k) for k in shown if any(x.get(k) is not None for x in rows)} for r in rows]
+        st.dataframe(table, hide_index=True, width="stretch")
+        c1, c2, c3 = st.columns(3)
+        c1.download_button("sweep.csv", sweep_csv(rows, axes), file_name="sweep.csv", mime="text/csv",
+                           icon=":material/download:")
+        c2.download_button("sweep.json", json.dumps({"title": st.session_state.get("t_title"),
+                                                     "rows": [plain(r) for r in rows]}, indent=2),
+                           file_name="sweep.json", mime="application/json", icon=":material/download:")
+        if job.done:
+            c3.download_button("tradeoff.png", _png(job, rows, axes), file_name="tradeoff.png", mime="image/png",
+                               icon=":material/download:")
+
+
+def _png(job: SweepJob, rows, axes) -> bytes:
+    """The chart as a picture, drawn once per finished sweep (matplotlib takes a second)."""
+    if getattr(job, "png", None) is None:
+        from ..tradeoff import tradeoff_png
+        job.png = tradeoff_png(rows, st.session_state.get("t_title", "sweep"), axes,
+                               st.session_state.get("t_axes", ([], False))[1])
+    return job.png
