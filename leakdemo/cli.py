@@ -423,6 +423,16 @@ def _sweep_json(ev) -> dict:
     return d
 
 
+# ---------------------------------------------------------------- the gallery of showcases
+
+
+def cmd_record_gallery(args) -> int:
+    from .gallery import GALLERY, record
+    path = record(args.out or GALLERY, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
+    return 0
+
+
 # ---------------------------------------------------------------- entry point
 
 
@@ -454,6 +464,8 @@ def main(argv=None) -> int:
     p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")
     p.add_argument("--address", help="the Ray cluster to use (default $LEAKDEMO_RAY_ADDRESS, else a local Ray)")
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    p = sub.add_parser("record-gallery", help="record the built-in showcases (assets/gallery.sqlite) anew")
+    p.add_argument("--out", metavar="FILE", help="write them here instead")
     p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
     p.add_argument("action", choices=("list", "show", "export", "delete"))
     p.add_argument("rest", nargs="*", metavar="ID [DIR]")
@@ -467,7 +479,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
     try:
-        return {"list": cmd_list, "run": cmd_run, "runs": cmd_runs, "sweep": cmd_sweep, "bench": cmd_bench}[args.cmd](args)
+        return {"list": cmd_list, "run": cmd_run, "runs": cmd_runs, "sweep": cmd_sweep, "record-gallery": cmd_record_gallery, "bench": cmd_bench}[args.cmd](args)
     except LeakdemoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ from .events import Finished, Started, without_views
 
 APP_ID = 0x4C4B444D  # "LKDM" in the SQLite header: how we know a file is ours
 SCHEMA = 1
-STORED_KEYFRAMES = 12  # replay needs a few frames, not all 48 (CAFE's 200 images cost ~300 KB a frame)
+STORED_KEYFRAMES = 24  # replay needs a few frames, not all 48 (CAFE's 200 16-px digits: ~50 KB a frame)
 OFF = ("off", "none", "0", "false")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -126,9 +126,21 @@ class StoredRun:
 
 
 class RunStore:
-    def __init__(self, path: str):
+    def __init__(self, path: str, read_only: bool = False):
+        """read_only: a shipped store (the gallery) — opened for reading, never created or changed."""
         self.path = os.path.abspath(os.path.expanduser(path))
-        with self._connect() as conn:
+        self.read_only = read_only
+        if read_only:
+            if not os.path.isfile(self.path):
+                raise StoreError(f"run store: {self.path} does not exist")
+            with _closing(self._connect()) as conn:
+                try:
+                    if conn.execute("PRAGMA application_id").fetchone()[0] != APP_ID:
+                        self._refuse("is not a leakdemo run store")
+                except sqlite3.DatabaseError as e:
+                    self._refuse(f"is damaged or not a database ({e})")
+            return
+        with _closing(self._connect()) as conn:
             self._check_or_create(conn)
 
     # -- opening
@@ -153,6 +165,12 @@ class RunStore:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
             except OSError as e:
                 raise StoreError(f"run store: cannot create {os.path.dirname(self.path)} ({e.strerror})") from None
+        if self.read_only:
+            from urllib.parse import quote
+            try:
+                return sqlite3.connect(f"file:{quote(self.path)}?mode=ro&immutable=1", uri=True, isolation_level=None)
+            except sqlite3.Error as e:
+                raise StoreError(f"run store: cannot open {self.path} ({e})") from None
         try:
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
             conn.execute("PRAGMA busy_timeout = 30000")

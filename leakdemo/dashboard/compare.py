@@ -1,0 +1,218 @@
+"""The Compare page: two to four recorded runs side by side — built-in showcases or any run of the store —
+with their curves on one chart, their figures in one table, and a replay that plays them in sync from the
+first frame to the last (nothing is computed: the frames come from the store).
+
+Layout and widgets only: runs are read with leakdemo.store; pictures drawn with leakdemo.artifacts."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from ..artifacts import pair_grid, shown_originals
+from ..errors import LeakdemoError
+from ..gallery import open_gallery
+from ..store import StoredRun, open_store
+
+MAX_RUNS = 4
+TICK = 0.25  # seconds between replay frames
+REPLAY_SECONDS = 8.0  # a whole replay at 1× speed
+SPEEDS = {"0.5×": 0.5, "1×": 1.0, "2×": 2.0, "4×": 4.0}
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+CSS = """
+<style>
+.block-container {padding-top: 2.2rem;}
+[data-testid="stImage"] img {image-rendering: pixelated;}
+</style>
+"""
+
+
+# ---------------------------------------------------------------- where runs come from
+
+
+def _sources() -> tuple[dict, list[str]]:
+    """{"g": gallery store, "r": the user's store} (each may be missing), and why one is missing."""
+    out, problems = {}, []
+    try:
+        out["g"] = open_gallery()
+    except LeakdemoError as e:
+        problems.append(f"the built-in showcases are unavailable: {e}")
+    try:
+        store = open_store()
+        if store is not None:
+            out["r"] = store
+    except LeakdemoError as e:
+        problems.append(str(e))
+    return out, problems
+
+
+def _choices(sources: dict) -> dict[str, str]:
+    """'g3' / 'r12' -> a label people read."""
+    out = {}
+    if "g" in sources:
+        for r in sorted(sources["g"].runs(limit=100), key=lambda r: r["id"]):
+            out[f"g{r['id']}"] = f"Showcase · {r['preset']}: {r['attack']}, {r['defense']}"
+    if "r" in sources:
+        for r in sources["r"].runs(limit=200):
+            psnr = "" if r["psnr"] is None else f", {r['psnr']:.1f} dB"
+            when = time.strftime("%d %b %H:%M", time.localtime(r["created"]))
+            out[f"r{r['id']}"] = f"Run #{r['id']} · {r['preset']}: {r['attack']}, {r['defense']}{psnr} ({when}, {r['source']})"
+    return out
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _load(ref: str, path: str) -> StoredRun:
+    from ..store import RunStore
+    store = RunStore(path, read_only=ref.startswith("g"))
+    return store.load(int(ref[1:]))
+
+
+def _init_from_query(choices: dict) -> None:
+    if "c_runs" in st.session_state:
+        return
+    wanted = [x.strip() for x in st.query_params.get("runs", "").split(",") if x.strip()]
+    known = [w for w in wanted if w in choices][:MAX_RUNS]
+    bad = [w for w in wanted if w not in choices]
+    if bad:
+        st.session_state["c_problems"] = [f"runs={','.join(bad)} (no such recorded run here)"]
+    if not known:  # a first visit: the two showcases that contrast a defense with none, if shipped
+        known = [k for k in choices if k.startswith("g")][:2]
+    st.session_state["c_runs"] = known
+    st.session_state["c_pos"] = 0.0
+    st.session_state["c_playing"] = False
+
+
+# ---------------------------------------------------------------- replay
+
+
+def frame_at(run: StoredRun, fraction: float) -> tuple[int, np.ndarray]:
+    """The run's picture at `fraction` of its iterations: the last kept keyframe not after it, and the
+    final result at the end."""
+    fin = run.finished
+    if fraction >= 1.0 or not run.keyframes:
+        return fin.iterations, fin.images
+    target = fraction * max(fin.iterations, 1)
+    best = run.keyframes[0]
+    for it, images in run.keyframes:
+        if it <= target:
+            best = (it, images)
+    return best
+
+
+def _play() -> None:
+    if st.session_state.get("c_pos", 0.0) >= 1.0:
+        st.session_state["c_pos"] = 0.0
+    st.session_state["c_playing"] = True
+
+
+def _pause() -> None:
+    st.session_state["c_playing"] = False
+
+
+# ---------------------------------------------------------------- the page
+
+
+def main() -> None:
+    st.markdown(CSS, unsafe_allow_html=True)
+    st.title(":material/compare: Compare and replay")
+    st.markdown("Recorded runs side by side — the built-in showcases, or any run you made (every finished run "
+                "is kept in the run store). **Play** replays them together from the first frame to the last: "
+                "nothing is computed, so it is instant on any machine.")
+    sources, problems = _sources()
+    for p in problems:
+        st.warning(p)
+    choices = _choices(sources)
+    _init_from_query(choices)
+    for msg in st.session_state.pop("c_problems", []):
+        st.warning(f"Ignored from the link: {msg}.", icon=":material/link_off:")
+    if not choices:
+        st.info("No recorded runs yet: run an attack in the Attack Lab, or record the showcases with "
+                "`python -m leakdemo record-gallery`.")
+        return
+    st.session_state["c_runs"] = [r for r in st.session_state["c_runs"] if r in choices]
+    picked = st.multiselect(f"Runs to compare (up to {MAX_RUNS})", list(choices), key="c_runs",
+                            format_func=choices.get, max_selections=MAX_RUNS)
+    query = {"runs": ",".join(picked)} if picked else {}
+    if dict(st.query_params) != query:
+        st.query_params.from_dict(query)
+    if not picked:
+        st.info("Pick one or more runs above.")
+        return
+    runs = []
+    for ref in picked:
+        src = sources["g" if ref.startswith("g") else "r"]
+        try:
+            runs.append((ref, _load(ref, src.path)))
+        except LeakdemoError as e:
+            st.error(f"{choices[ref]}: {e}")
+    if not runs:
+        return
+    playing = st.session_state.get("c_playing", False)
+    pace = TICK if playing else None
+    st.fragment(run_every=pace)(replay_panel)(runs, pace)
+    _table(runs)
+
+
+def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
+    """Controls and the runs at the current position, advancing while playing: one fragment, one timer,
+    set by the full run at the pace playing needs (a change of pace is one full rerun)."""
+    playing = st.session_state.get("c_playing", False)
+    if playing and pace is not None:
+        pos = min(1.0, st.session_state.get("c_pos", 0.0) + TICK * SPEEDS[st.session_state.get("c_speed", "1×")]
+                  / REPLAY_SECONDS)
+        st.session_state["c_pos"] = pos  # before the slider is drawn in this run
+        if pos >= 1.0:
+            st.session_state["c_playing"] = playing = False
+    c1, c2, c3 = st.columns([1, 1, 3])
+    c1.button("Pause" if playing else "Play", on_click=_pause if playing else _play, type="primary",
+              icon=":material/pause:" if playing else ":material/play_arrow:", width="stretch")
+    c2.selectbox("Speed", list(SPEEDS), index=1, key="c_speed", label_visibility="collapsed")
+    c3.slider("Position in the run", 0.0, 1.0, key="c_pos", step=0.01, format="%.2f",
+              label_visibility="collapsed", on_change=_pause)
+    pos = st.session_state.get("c_pos", 0.0)
+    cols = st.columns(len(runs))
+    for col, (ref, run) in zip(cols, runs):
+        it, images = frame_at(run, pos)
+        p = run.scenario.get("params", {})
+        originals = shown_originals(run.started.originals, run.finished.metrics)
+        col.markdown(f"**{run.scenario.get('preset', 'custom')}** · {p.get('attack')} · defense "
+                     f"**{p.get('defense')}**")
+        col.image(pair_grid(originals, images, cell=96, width=420,
+                            psnr=run.finished.metrics.get("psnr_per_image") if pos >= 1.0 else None),
+                  caption=f"iteration {it} of {run.finished.iterations} · top: private, below: rebuilt",
+                  clamp=True, width="stretch")
+    st.plotly_chart(_curves(runs, pos), key="c_curves", config={"displayModeBar": False})
+    if (TICK if st.session_state.get("c_playing") else None) != pace:
+        st.rerun()
+
+
+def _curves(runs, pos: float) -> go.Figure:
+    fig = go.Figure()
+    for i, (ref, run) in enumerate(runs):
+        h = run.finished.history
+        if not h.get("iteration") or not h.get("psnr"):
+            continue
+        total = max(run.finished.iterations, 1)
+        fig.add_trace(go.Scatter(x=[x / total for x in h["iteration"]], y=h["psnr"], mode="lines",
+                                 name=f"{run.scenario.get('preset')} · {run.scenario['params'].get('defense')}",
+                                 line=dict(color=COLORS[i % len(COLORS)], width=3)))
+    fig.add_vline(x=pos, line=dict(color="#555", dash="dot"))
+    fig.update_layout(title="PSNR over each run (x: share of its iterations)", height=320,
+                      xaxis=dict(title="progress through the run", range=[0, 1]), yaxis_title="PSNR, dB",
+                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.3))
+    return fig
+
+
+def _table(runs) -> None:
+    rows = []
+    for ref, run in runs:
+        m, p = run.finished.metrics, run.scenario.get("params", {})
+        rows.append({"run": ref, "preset": run.scenario.get("preset"), "attack": p.get("attack"),
+                     "defense": p.get("defense"), "PSNR dB": m.get("psnr"), "SSIM": m.get("ssim"),
+                     "LPIPS": m.get("lpips"), "label accuracy": m.get("label_accuracy"),
+                     "attack accuracy": m.get("attack_accuracy"), "privacy": m.get("privacy", "ε = ∞"),
+                     "iterations": run.finished.iterations, "seconds": run.finished.seconds})
+    keep = [k for k in rows[0] if any(r[k] is not None for r in rows)]
+    st.dataframe([{k: r[k] for k in keep} for r in rows], hide_index=True, width="stretch")
