@@ -10,8 +10,16 @@ st.set_page_config(page_title="leakdemo — Attack Lab", page_icon=ICON, layout=
 
 from leakdemo.dashboard.lab import main as attack_lab  # noqa: E402  (after set_page_config)
 
-st.navigation([
+PAGES = [
     st.Page(attack_lab, title="Attack Lab", icon=":material/science:", default=True),
     st.Page("pages/2_Tradeoffs.py", title="Trade-offs", icon=":material/balance:"),
+    st.Page("pages/3_Compare.py", title="Compare", icon=":material/compare:"),
+    st.Page("pages/4_Present.py", title="Present", icon=":material/present_to_all:"),
     st.Page("pages/1_Catalog.py", title="Catalog", icon=":material/menu_book:"),
-]).run()
+]
+if st.query_params.get("present") == "1":  # a projector: the showcases full screen, no navigation
+    from leakdemo.dashboard.presenter import main as present  # noqa: E402
+    st.navigation([st.Page(present, title="Present", icon=":material/present_to_all:", default=True)],
+                  position="hidden").run()
+else:
+    st.navigation(PAGES).run()

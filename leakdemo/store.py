@@ -28,7 +28,8 @@ from .events import Finished, Started, without_views
 
 APP_ID = 0x4C4B444D  # "LKDM" in the SQLite header: how we know a file is ours
 SCHEMA = 1
-STORED_KEYFRAMES = 24  # replay needs a few frames, not all 48 (CAFE's 200 16-px digits: ~50 KB a frame)
+STORED_KEYFRAMES = 24  # replay needs a few frames, not all 48 the run kept
+FRAME_PIXELS = 24 * 4096  # ... and runs with many images fewer still (CAFE's 200 noisy digits: ~110 KB a frame)
 OFF = ("off", "none", "0", "false")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -235,7 +236,7 @@ class RunStore:
             images.append(("baseline", 0, None, _strip_png(finished.baseline)))
         for i, view in enumerate((m.get("matching") or {}).get("views") or []):
             images.append(("matching", i, None, _strip_png(view)))
-        for i, (iteration, frame) in enumerate(_thin(keyframes, STORED_KEYFRAMES)):
+        for i, (iteration, frame) in enumerate(_thin(keyframes, keyframe_cap(finished.images))):
             images.append(("keyframe", i, int(iteration), _strip_png(frame)))
         p = scenario.get("params", {})
         with _closing(self._db()) as conn:
@@ -320,6 +321,12 @@ def _views_count(png: bytes, originals: np.ndarray) -> int:
     """AGIC's per-slot view strips hold one image per observed epoch: their width says how many."""
     import imageio.v3 as iio
     return iio.improps(png, extension=".png").shape[1] // originals.shape[2]
+
+
+def keyframe_cap(images: np.ndarray) -> int:
+    """Keyframes kept for a run: 24 for a few small images, down to 6 for a data set of them."""
+    pixels = int(np.prod(np.asarray(images).shape[:3]))
+    return int(min(STORED_KEYFRAMES, max(6, FRAME_PIXELS // max(pixels, 1))))
 
 
 def _thin(frames: list, cap: int) -> list:

@@ -305,7 +305,7 @@ def run_task(task: Task, stop_event=None) -> dict:
     from .events import Failed, Finished, Started
     from .runner import Run
     from .scenario import Scenario
-    from .store import STORED_KEYFRAMES, _thin, scenario_key
+    from .store import _thin, keyframe_cap, scenario_key
     from .device import resolve_device
     sc = Scenario(task.params, task.preset)
     run = Run(sc, source="sweep", stop_event=stop_event)
@@ -324,7 +324,7 @@ def run_task(task: Task, stop_event=None) -> dict:
     out = {**base, "run": _scored(task, finished, started, None)}
     key = scenario_key(task.params, str(resolve_device(task.params["device"])))
     out["record"] = {"key": key, "scenario": sc.to_dict(), "started": started, "finished": finished,
-                     "keyframes": _thin(run.keyframes.items, STORED_KEYFRAMES)}
+                     "keyframes": _thin(run.keyframes.items, keyframe_cap(finished.images))}
     if task.with_utility:
         from . import utility
         if utility.applies(task.params):

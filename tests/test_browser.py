@@ -226,3 +226,75 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     print(f"sweep again from the store: {time.perf_counter() - t1:.1f} s")
     assert_no_traceback(page)
     page.close()
+
+
+def test_compare_replays_two_showcases_in_sync(server, browser):
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.errors = []
+    watch_errors(page, page.errors, "compare")
+    t0 = time.perf_counter()
+    page.goto(f"{server}/Compare?runs=g1,g2")
+    page.get_by_text("iteration 0 of", exact=False).first.wait_for(timeout=60_000)
+    first_frame = time.perf_counter() - t0
+    assert page.get_by_text("iteration 0 of", exact=False).count() == 2  # both runs at their first frame
+    t1 = time.perf_counter()
+    page.get_by_role("button", name="Play").click()
+    seen, ends = set(), []
+    while time.perf_counter() - t1 < 40:  # both runs move together, frame by frame, to their last frame
+        captions = page.locator('[data-testid="stImageCaption"]').all_inner_texts()
+        ends = [c.split(" ·")[0] for c in captions if c.startswith("iteration")]
+        seen.add(tuple(ends))
+        if len(ends) == 2 and all(c.split()[1] == c.split()[3] for c in ends):
+            break
+        page.wait_for_timeout(200)
+    replay = time.perf_counter() - t1
+    assert len(ends) == 2 and all(c.split()[1] == c.split()[3] for c in ends), ends
+    assert len(seen) >= 6, seen  # frames in between were shown, not just the first and the last
+    page.get_by_role("button", name="Play", exact=True).wait_for(timeout=10_000)  # the button says Play again
+    print(f"\ncompare: first frame {first_frame:.2f} s after the page was opened, whole replay {replay:.1f} s")
+    page.locator(".js-plotly-plot").first.wait_for(timeout=15_000)  # the curves, all runs on one chart
+    assert_no_traceback(page)
+    page.close()
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
+def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser, tmp_path, size):
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page.errors = []
+    watch_errors(page, page.errors, "present")
+    page.goto(f"{server}/?present=1")
+    page.get_by_text("scene 1 of", exact=False).wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stSidebar"]').is_hidden()
+    page.get_by_text("Run time").wait_for(timeout=30_000)
+    page.wait_for_timeout(7000)  # the replay ends; the figures are final
+    scroll = page.evaluate("() => [document.querySelector('[data-testid=\"stMain\"]').scrollHeight, "
+                           "document.querySelector('[data-testid=\"stMain\"]').clientHeight]")
+    assert scroll[0] <= scroll[1] + 2, f"the scene scrolls at {size}: {scroll}"
+    shot = tmp_path / "scene.png"
+    page.screenshot(path=str(shot))
+    with Image.open(shot) as im:
+        arr = np.asarray(im.convert("RGB"))
+    assert im.size == size and arr.std() > 20
+    box = page.locator('[data-testid="stImage"] img').first.bounding_box()
+    assert box["y"] + box["height"] <= size[1] and box["height"] >= size[1] * 0.3  # big, and not cut off
+    page.keyboard.press("ArrowRight")
+    page.get_by_text("scene 2 of", exact=False).wait_for(timeout=30_000)
+    page.keyboard.press("ArrowLeft")
+    page.get_by_text("scene 1 of", exact=False).wait_for(timeout=30_000)
+    assert_no_traceback(page)
+    page.close()
+
+
+def test_the_lab_opens_a_showcase_on_the_compare_page(server, browser):
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.errors = []
+    watch_errors(page, page.errors, "showcase")
+    page.goto(f"{server}/?preset=dlg")
+    page.get_by_role("button", name="Run attack").wait_for(timeout=90_000)
+    page.get_by_text("Replay a showcase").click()
+    page.get_by_role("button", name="Replay it").click()
+    page.get_by_text("Compare and replay").wait_for(timeout=30_000)
+    assert "/Compare" in page.url and "runs=g1" in page.url
+    page.get_by_text("iteration 0 of 300", exact=False).wait_for(timeout=30_000)
+    assert_no_traceback(page)
+    page.close()

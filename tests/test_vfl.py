@@ -3,7 +3,7 @@ each CAFE mode's real recovery, the DLG baseline on one batch, and the parameter
 import pytest
 import torch
 
-from leakdemo import catalog, metrics
+from leakdemo import catalog
 from leakdemo.attacks.cafe import batches, cafe
 from leakdemo.defenses import fake_gradients
 from leakdemo.errors import ParamError

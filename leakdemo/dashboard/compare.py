@@ -11,7 +11,9 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from ..artifacts import pair_grid, shown_originals
+from .. import catalog
+from ..artifacts import grid, pair_grid, shown_originals
+from .pictures import png_once, zoom
 from ..errors import LeakdemoError
 from ..gallery import open_gallery
 from ..store import StoredRun, open_store
@@ -70,7 +72,10 @@ def _load(ref: str, path: str) -> StoredRun:
 
 
 def _init_from_query(choices: dict) -> None:
-    if "c_runs" in st.session_state:
+    asked = st.query_params.get("runs", "")
+    if "c_runs" in st.session_state and asked == ",".join(st.session_state["c_runs"]):
+        return
+    if "c_runs" in st.session_state and not asked:
         return
     wanted = [x.strip() for x in st.query_params.get("runs", "").split(",") if x.strip()]
     known = [w for w in wanted if w in choices][:MAX_RUNS]
@@ -109,6 +114,10 @@ def _play() -> None:
 
 def _pause() -> None:
     st.session_state["c_playing"] = False
+
+
+def _seek() -> None:
+    st.session_state["c_pos"] = st.session_state["c_seek"]
 
 
 # ---------------------------------------------------------------- the page
@@ -169,23 +178,46 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
     c1.button("Pause" if playing else "Play", on_click=_pause if playing else _play, type="primary",
               icon=":material/pause:" if playing else ":material/play_arrow:", width="stretch")
     c2.selectbox("Speed", list(SPEEDS), index=1, key="c_speed", label_visibility="collapsed")
-    c3.slider("Position in the run", 0.0, 1.0, key="c_pos", step=0.01, format="%.2f",
-              label_visibility="collapsed", on_change=_pause)
     pos = st.session_state.get("c_pos", 0.0)
+    if playing:  # a bar, not the slider: a widget whose value the server moves would race the browser's
+        c3.progress(pos, text=f"{pos:.0%} of the run")
+    else:
+        st.session_state["c_seek"] = pos
+        c3.slider("Position in the run", 0.0, 1.0, key="c_seek", step=0.01, format="%.2f",
+                  label_visibility="collapsed", on_change=_seek)
     cols = st.columns(len(runs))
     for col, (ref, run) in zip(cols, runs):
         it, images = frame_at(run, pos)
         p = run.scenario.get("params", {})
         originals = shown_originals(run.started.originals, run.finished.metrics)
-        col.markdown(f"**{run.scenario.get('preset', 'custom')}** · {p.get('attack')} · defense "
-                     f"**{p.get('defense')}**")
-        col.image(pair_grid(originals, images, cell=96, width=420,
-                            psnr=run.finished.metrics.get("psnr_per_image") if pos >= 1.0 else None),
-                  caption=f"iteration {it} of {run.finished.iterations} · top: private, below: rebuilt",
-                  clamp=True, width="stretch")
+        col.markdown(f"**{str(p.get('attack', '')).upper()}** on {p.get('protocol')} · defense "
+                     f"**{_defense(p)}**")
+        single = len(originals) == 1
+        final = pos >= 1.0
+        size = originals.shape[1]
+
+        def picture():  # sent at twice the images' size, inline; the browser enlarges it crisply
+            if single:
+                return grid([[originals[0], images[0]]], cell=2 * size)
+            return pair_grid(originals, images, cell=2 * size, width=20 * size,
+                             psnr=run.finished.metrics.get("psnr_per_image") if final else None)
+        where = "left: private, right: rebuilt" if single else "top: private, below: rebuilt"
+        url, width = png_once(("compare", ref, it, final), picture)
+        col.image(url, caption=f"iteration {it} of {run.finished.iterations} · {where}",
+                  width=min(int(width * zoom(size, 192 if single else 48)), 560))
     st.plotly_chart(_curves(runs, pos), key="c_curves", config={"displayModeBar": False})
     if (TICK if st.session_state.get("c_playing") else None) != pace:
         st.rerun()
+
+
+def _defense(p: dict) -> str:
+    """'none', or the defense with its settings: 'dp-gaussian (dp_sigma=0.01, dp_clip=0)'."""
+    d = p.get("defense", "none")
+    if d == "none" or d not in catalog.DEFENSES:
+        return d
+    settings = ", ".join(f"{q.name}={p[q.name]:g}" if isinstance(p.get(q.name), float) else f"{q.name}={p.get(q.name)}"
+                         for q in catalog.DEFENSES[d].params if q.name in p and q.name != "dp_delta")
+    return f"{d} ({settings})" if settings else d
 
 
 def _curves(runs, pos: float) -> go.Figure:

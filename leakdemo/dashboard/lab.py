@@ -12,23 +12,22 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog
-from ..artifacts import MOSAIC_FROM, grid, matching_grid, mosaic, mosaic_layout, psnr_color, upscale
+from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, decode_upload, sample_image
 from ..device import cuda_available, describe_hardware
 from ..errors import LeakdemoError
 from ..metrics import LPIPS_HELP
 from ..protocols.fedavg import LOCAL_DATA
-from ..protocols.vfl import tile_grid, tiles
 from ..scenario import from_dict, presets
 from . import state
+from .pictures import ORIGINAL_COLOR, RECON_COLOR
 from .shared import run_pool, tab_alive
+from .views import agic, logits, vfl
+from .views import images as images_view
 
-ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
-RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
 POLL_SECONDS = 0.5  # a running run's frames
 QUEUED_POLL_SECONDS = 2.0  # a queued run's place in the line
 CHART_SECONDS = 1.5  # the curves' refresh while a run lives
-CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projector
 
 CSS = f"""
 <style>
@@ -118,6 +117,21 @@ def param_widget(p, where=st) -> None:
         where.text_input(p.title, key=key, help=_help(p), max_chars=2000)
 
 
+def _showcase_picker() -> None:
+    """The recorded showcases, replayed at once on the Compare page (nothing is computed)."""
+    from ..gallery import SHOWCASES
+    from ..gallery import open_gallery
+    try:
+        rows = sorted(open_gallery().runs(limit=100), key=lambda r: r["id"])
+    except LeakdemoError as e:
+        st.caption(f"Unavailable: {e}")
+        return
+    pick = st.selectbox("Showcase", [r["id"] for r in rows], key="w_showcase",
+                        format_func=lambda i: SHOWCASES[i - 1].why if i - 1 < len(SHOWCASES) else f"run {i}")
+    if st.button("Replay it", icon=":material/replay:", width="stretch"):
+        st.switch_page("pages/3_Compare.py", query_params={"runs": f"g{pick}"})
+
+
 def sidebar() -> tuple:
     """Draw the sidebar; return (scenario or None, error message or None, uploads)."""
     sb = st.sidebar
@@ -166,6 +180,8 @@ def sidebar() -> tuple:
     with sb.expander("Replay a scenario file"):
         st.file_uploader("scenario.json", type=["json"], key="scenario_file", on_change=_on_scenario_file,
                          help="The scenario.json a previous run's download gave you.")
+    with sb.expander("Replay a showcase"):
+        _showcase_picker()
 
     values = {k[2:]: v for k, v in st.session_state.items() if k.startswith("w_") and k[2:] in
               catalog.params_for(s["protocol"], s["attack"], s["defense"])}
@@ -271,16 +287,6 @@ def threat_card(s) -> None:
             st.warning(w, icon=":material/warning:")
 
 
-def _grid(images: np.ndarray) -> np.ndarray:
-    """A row of images at twice their size, white gaps between them (the browser enlarges it further)."""
-    return grid([list(images[:16])], 2 * images.shape[1])
-
-
-def _zoom(size: int, cell: int) -> float:
-    """How much the browser enlarges a picture sent at twice its size so each image shows at about `cell` px."""
-    return max(1, cell // size) / 2
-
-
 def _chart(handle):
     c = {k: v.items for k, v in handle.curves.items()}
     fig = go.Figure()
@@ -335,28 +341,15 @@ def run_view(handle) -> None:
     if started.scenario["params"].get("protocol") in catalog.LOGIT_PROTOCOLS:
         src = fin if fin is not None else latest
         success = fin.metrics.get("success") if fin is not None else (latest.success if latest else None)
-        _classes_panel(handle.seq, started, images, getattr(src, "baseline", None), success, latest)
+        logits.classes_panel(handle.seq, started, images, getattr(src, "baseline", None), success, latest)
     elif len(started.originals) >= MOSAIC_FROM:
-        _dataset_panel(handle.seq, started, originals, images, per, ids, frame)
+        vfl.dataset_panel(handle.seq, started, originals, images, per, ids, frame)
     else:
-        left, right = st.columns(2, gap="large")
-        left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
-        zoom = _zoom(originals.shape[1], CELL)
-        _show(left, ("row", handle.seq, -1), lambda: _grid(originals), zoom, ", ".join(started.names[:16]))
-        right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
-        if images is not None:
-            _show(right, ("row", handle.seq, frame), lambda: _grid(images), zoom,
-                  " · ".join(f"{v:.1f} dB" for v in per[:16]) or None)
-        if len(originals) > 1 and started.scenario["params"].get("attack") == "cafe":
-            st.caption("Each reconstruction is scored against its own original: the server chose the batch "
-                       "indices, so it knows which sample is which.")
-        elif len(originals) > 1:
-            st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
-                       "Hungarian algorithm before scoring.")
+        images_view.images_panel(handle.seq, started, originals, images, per, frame)
     if matching:
-        _matching_panel(handle.seq, matching)
+        agic.matching_panel(handle.seq, matching)
     if fin is not None and "attack_accuracy" in fin.metrics:
-        _logit_metrics(fin, started.scenario["params"]["attack"])
+        logits.logit_metrics(fin, started.scenario["params"]["attack"])
     elif fin is not None:
         m = fin.metrics
         cols = st.columns(5)
@@ -389,188 +382,14 @@ def run_view(handle) -> None:
         st.caption("Preparing the downloads…")
 
 
-PAGE = 100  # samples per page of the data-set view
-
-
-def _png_once(key: tuple, make) -> tuple[str, int]:
-    """A picture for the page, encoded once per key: (inline data URL, its width in pixels).
-
-    The run panel redraws twice a second and a frame may change less often, so encoding each time would
-    take CPU from the attack on a small machine. Inline, the picture travels with the element that shows
-    it: there is no media file that a later frame could drop before the browser has fetched it. Pictures
-    are sent small (twice the images' own size) and enlarged by the browser with crisp, pixelated scaling:
-    an upscaled PNG re-sent on every redraw of a dozen tabs kept the server's one core busy."""
-    import base64
-
-    from ..artifacts import png_bytes
-    memo = st.session_state.setdefault("png_memo", {})
-    if key not in memo:
-        if len(memo) > 12:
-            memo.clear()
-        picture = make()
-        memo[key] = ("data:image/png;base64," + base64.b64encode(png_bytes(picture)).decode("ascii"),
-                     picture.shape[1])
-    return memo[key]
-
-
-def _show(where, key: tuple, make, zoom: float, caption: str | None = None) -> None:
-    url, width = _png_once(key, make)
-    where.image(url, width=max(1, int(width * zoom)), caption=caption)
-
-
-def _dataset_panel(run: int, started, originals: np.ndarray, images, per: list, ids, frame: tuple) -> None:
-    """Many private samples (vertical FL): two mosaics, a page at a time, each reconstruction framed by
-    its PSNR; the tiles the workers hold; which samples an attack on one batch saw."""
-    scenario = started.scenario["params"]
-    n = len(originals)
-    start = 0
-    if n > PAGE:
-        pages = [f"{i + 1}–{min(i + PAGE, n)}" for i in range(0, n, PAGE)]
-        page = st.segmented_control("Samples shown", pages, default=pages[0], key="w_sample_page") or pages[0]
-        start = pages.index(page) * PAGE
-    shown = slice(start, min(start + PAGE, n))
-    size = originals.shape[1]
-    cols, shown_cell = mosaic_layout(min(PAGE, n), size, width=640)
-    cell, zoom = 2 * size, _zoom(size, shown_cell)
-    left, right = st.columns(2, gap="large")
-    what = "the batch DLG attacked" if ids is not None else f"all {n} training samples"
-    left.markdown(f'<span class="ld-orig">Original — {what} (private, never sent)</span>', unsafe_allow_html=True)
-    _show(left, ("orig", run, start, ids is None), lambda: mosaic(originals[shown], cols, cell, border=1), zoom)
-    right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
-    if images is not None and len(per) == n:
-        frames = [psnr_color(v) for v in per[shown]]
-        key = ("recon", run, start, frame)
-        _show(right, key, lambda: mosaic(images[shown], cols, cell, frames, border=2), zoom)
-        good, fair = sum(v >= 30 for v in per), sum(20 <= v < 30 for v in per)
-        right.caption(f"Frame = that sample's PSNR: :green[green ≥ 30 dB] ({good}), :orange[amber 20–30 dB] "
-                      f"({fair}), :red[red < 20 dB] ({n - good - fair}) of {n}.")
-    if ids is not None:
-        st.caption(f"DLG sees one aggregated batch gradient: it cannot tell the {n} samples apart, so its "
-                   "images are paired with that batch's originals by the Hungarian algorithm before scoring.")
-    elif scenario.get("protocol") == "vfl":
-        grid_rc = tile_grid(scenario["workers"])
-        parts = tiles(started.originals[:1].transpose(0, 3, 1, 2), grid_rc)
-        views = [p[0].transpose(1, 2, 0) for p in parts]
-        c1, c2 = st.columns([1, 3])
-        _show(c1, ("tiles", run), lambda: grid([views], 2 * views[0].shape[0]), _zoom(views[0].shape[0], 96))
-        c2.caption(f"What each of the {scenario['workers']} workers holds of sample 1 (a {grid_rc[0]}×{grid_rc[1]} "
-                   "grid of tiles): no party ever has a whole image — yet the server rebuilds them all, each "
-                   "scored against its own original (the server chose the indices, so it knows which is which).")
-
-
-def _classes_panel(run: int, started, images, baseline, success, latest) -> None:
-    """Logit sharing: per private target class, its mean private image, the attack's reconstruction (✓ when
-    it passes the paper's attack-accuracy test) and, beside it, the TBI baseline's."""
-    params = started.scenario["params"]
-    n = len(started.originals)
-    cell = 96 if n <= 10 else 64
-    rows, labels = [list(started.originals)], ["Private class mean (never sent)"]
-    name = "PLI" if params["attack"] == "pli" else "TBI"
-    if images is not None:
-        rows.append(list(images))
-        labels.append(f"{name} reconstruction (what the server rebuilt)")
-    if baseline is not None:
-        rows.append(list(baseline))
-        labels.append("TBI baseline (client logits only)")
-    frame = latest.iteration if latest is not None else -1
-    for i, (text, cls, row) in enumerate(zip(labels, ("ld-orig", "ld-recon", "ld-base"), rows)):
-        st.markdown(f'<span class="{cls}">{text}</span>', unsafe_allow_html=True)
-        size = row[0].shape[0]
-        _show(st, ("classes", run, i, -1 if i == 0 else frame), lambda: grid([row], 2 * size), _zoom(size, cell))
-    marks = "  ".join(f"{('✓' if ok else '✗')} {nm.split(' (')[0]}" for ok, nm in zip(success or [], started.names))
-    if marks:
-        st.caption(marks)
-    if latest is not None and params.get("inversion_epochs"):
-        rnd = min(params["rounds"], latest.iteration // params["inversion_epochs"] + 1)
-        st.caption(f"Communication round {rnd} of {params['rounds']}: each round brings the clients' new logits "
-                   "and the inversion networks train on them. ✓ = the reconstruction is more similar (SSIM) to "
-                   "its class's mean private image than to any other class's mean private or public image (the "
-                   "PLI paper's attack accuracy), checked by the dashboard, never by the attack.")
-
-
-def _logit_metrics(fin, attack: str) -> None:
-    m = fin.metrics
-    cols = st.columns(5)
-    name = attack.upper()
-    cols[0].metric(f"Attack accuracy ({name})", f"{m['attack_accuracy']:.0%}",
-                   help="share of private target classes whose reconstruction is closest (SSIM) to their own "
-                        "mean private image")
-    if m.get("baseline_attack_accuracy") is not None:
-        cols[1].metric("Attack accuracy (TBI)", f"{m['baseline_attack_accuracy']:.0%}")
-    cols[2].metric("SSIM to class mean", f"{m['ssim_to_mean']:.3f}")
-    u = m.get("utility") or {}
-    if u.get("defended"):
-        acc = sum(u["defended"]) / len(u["defended"])
-        delta = None if "clean" not in u else f"{acc - sum(u['clean']) / len(u['clean']):+.1%} vs no defense"
-        cols[3].metric("Client accuracy", f"{acc:.1%}", delta=delta,
-                       help="the clients' accuracy on held-out clean images of the private classes: what the "
-                            "federation is for")
-    cols[4].metric("Time", f"{fin.seconds:.1f} s")
-
-
-def _matching_panel(run: int, m: dict) -> None:
-    """AGIC over several epochs: which pre-reconstructions it paired, checked outside the attack."""
-    with st.container(border=True):
-        st.markdown(f"**Matching across epochs:** {sum(m['correct'])} of {len(m['correct'])} images paired "
-                    f"correctly ({m['rate']:.0%})")
-        size = m["views"][0].shape[1]
-        _show(st, ("matching", run), lambda: matching_grid(m, 2 * size), _zoom(size, CELL // 2),
-              "  ".join(("✓" if ok else "✗") for ok in m["correct"]))
-        st.caption("One column per private image: the top row is what AGIC pre-reconstructed from the first "
-                   "epoch's uploads, each row below what it paired with it from the next epoch (2×2-pooled MSE, "
-                   "same inferred label). The ✓/✗ under each column is checked against the private images by "
-                   "the dashboard, never by the attack.")
-
-
-def _accuracy_chart(c: dict):
-    """PLI (and TBI beside it): the paper's attack accuracy as the rounds go by."""
-    fig = go.Figure()
-    for key, name, color in (("attack_accuracy", "this attack", RECON_COLOR),
-                             ("baseline_attack_accuracy", "TBI baseline", "#555")):
-        pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
-        if pts:
-            fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name,
-                                     line=dict(color=color, width=3)))
-    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Attack accuracy (share of target classes)",
-                      xaxis_title="inversion epoch", yaxis=dict(range=[0, 1.05], tickformat=".0%"),
-                      legend=dict(orientation="h", y=-0.25), font=dict(size=14))
-    return fig
-
-
 def _checks_chart(handle):
     """The Runner's checks against the truth as curves: PLI's attack accuracy or CAFE's Step I/II errors."""
     c = {k: v.items for k, v in handle.curves.items()}
     if any(v is not None for v in c["attack_accuracy"]):
-        return _accuracy_chart(c)
+        return logits.accuracy_chart(c)
     if any(v is not None for v in c["step1_error"]):
-        return _steps_chart(c)
+        return vfl.steps_chart(c)
     return None
-
-
-def _steps_chart(c: dict):
-    """CAFE's Steps I and II: how far its per-sample estimates are from the truth (scored by the Runner)."""
-    fig = go.Figure()
-    for key, name, color in (("step1_error", "Step I: ∂L/∂u per sample", "#6a3d9a"),
-                             ("step2_error", "Step II: first-FC input h per sample", "#2ca02c")):
-        pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
-        fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name, line=dict(color=color, width=3)))
-    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Steps I–II: relative error vs the truth",
-                      xaxis_title="iteration", yaxis=dict(type="log", exponentformat="power", dtick=1),
-                      legend=dict(orientation="h", y=-0.25), font=dict(size=14))
-    return fig
-
-
-def _utility_chart(u: dict):
-    """What the defense costs: the VFL model's training loss with and without it."""
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(y=u["defended"], name="with this defense" if "clean" in u else "no defense",
-                             line=dict(color=RECON_COLOR, width=3)))
-    if "clean" in u:
-        fig.add_trace(go.Scatter(y=u["clean"], name="no defense", line=dict(color="#555", width=2, dash="dot")))
-    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10),
-                      title=f"Utility: training loss ({u['steps']} SGD steps, lr {u['lr']:g})", xaxis_title="step",
-                      yaxis=dict(rangemode="tozero"), legend=dict(orientation="h", y=-0.25), font=dict(size=14))
-    return fig
 
 
 def chart_panel(handle) -> None:
@@ -588,7 +407,7 @@ def chart_panel(handle) -> None:
         utility = fin.metrics.get("utility") if fin is not None else None
         if utility and "steps" not in utility:  # logit sharing: client accuracy is a metric above, not a curve
             utility = None
-        memo = (version, (fig, loss, steps, _utility_chart(utility) if utility else None))
+        memo = (version, (fig, loss, steps, vfl.utility_chart(utility) if utility else None))
         st.session_state["chart_memo"] = memo
     fig, loss, steps, utility = memo[1]
     left, right = st.columns(2)

@@ -1,0 +1,47 @@
+"""Pictures for every dashboard view: encoded once, sent inline and small, enlarged crisply by the browser."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from ..artifacts import grid
+
+ORIGINAL_COLOR = "#1f77b4"  # blue: the private data
+RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
+CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projector
+
+
+def grid_row(images: np.ndarray) -> np.ndarray:
+    """A row of images at twice their size, white gaps between them (the browser enlarges it further)."""
+    return grid([list(images[:16])], 2 * images.shape[1])
+
+
+def zoom(size: int, cell: int) -> float:
+    """How much the browser enlarges a picture sent at twice its size so each image shows at about `cell` px."""
+    return max(1, cell // size) / 2
+
+
+def png_once(key: tuple, make) -> tuple[str, int]:
+    """A picture for the page, encoded once per key: (inline data URL, its width in pixels).
+
+    The run panel redraws twice a second and a frame may change less often, so encoding each time would
+    take CPU from the attack on a small machine. Inline, the picture travels with the element that shows
+    it: there is no media file that a later frame could drop before the browser has fetched it. Pictures
+    are sent small (twice the images' own size) and enlarged by the browser with crisp, pixelated scaling:
+    an upscaled PNG re-sent on every redraw of a dozen tabs kept the server's one core busy."""
+    import base64
+
+    from ..artifacts import png_bytes
+    memo = st.session_state.setdefault("png_memo", {})
+    if key not in memo:
+        if len(memo) > 12:
+            memo.clear()
+        picture = make()
+        memo[key] = ("data:image/png;base64," + base64.b64encode(png_bytes(picture)).decode("ascii"),
+                     picture.shape[1])
+    return memo[key]
+
+
+def show(where, key: tuple, make, zoom: float, caption: str | None = None) -> None:
+    url, width = png_once(key, make)
+    where.image(url, width=max(1, int(width * zoom)), caption=caption)

@@ -1,0 +1,124 @@
+"""Presenter mode: the recorded showcases as full-screen scenes for a projector — no sidebar, no controls but
+Previous / Next (keyboard: ← and →), big pictures and figures, each scene replaying its run by itself.
+
+Opened as the Present page, or with ?present=1 on the app's address (then the navigation is hidden too)."""
+from __future__ import annotations
+
+import streamlit as st
+
+from ..artifacts import grid, pair_grid, shown_originals
+from ..errors import LeakdemoError
+from ..gallery import SHOWCASES, open_gallery
+from .compare import frame_at
+
+TICK = 0.3
+REPLAY_SECONDS = 6.0
+CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header, footer {display: none !important;}
+.block-container {padding: 1.2rem 2.5rem 0.5rem 2.5rem !important; max-width: 100% !important;}
+h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
+.ld-why {font-size: 1.45rem; color: #333; margin: 0.2rem 0 0.6rem 0;}
+[data-testid="stMetricValue"] {font-size: 2.6rem !important;}
+[data-testid="stMetricLabel"] p {font-size: 1.1rem !important;}
+[data-testid="stImage"] img {image-rendering: pixelated; max-height: 58vh; width: auto !important;
+                              margin: 0 auto; display: block;}
+[data-testid="stImageCaption"] {font-size: 1.1rem !important; text-align: center;}
+</style>
+"""
+
+
+def _scenes():
+    g = open_gallery()
+    rows = sorted(g.runs(limit=100), key=lambda r: r["id"])
+    return g, rows
+
+
+def _go(step: int, count: int) -> None:
+    st.session_state["p_scene"] = (st.session_state.get("p_scene", 0) + step) % count
+    st.session_state["p_pos"] = 0.0
+
+
+def main() -> None:
+    st.markdown(CSS, unsafe_allow_html=True)
+    try:
+        store, rows = _scenes()
+    except LeakdemoError as e:
+        st.error(f"Presenter mode needs the recorded showcases: {e}")
+        return
+    if not rows:
+        st.error("The gallery holds no showcases (`python -m leakdemo record-gallery`).")
+        return
+    if "p_scene" not in st.session_state:
+        try:
+            st.session_state["p_scene"] = max(0, min(len(rows) - 1, int(st.query_params.get("scene", "1")) - 1))
+        except ValueError:
+            st.session_state["p_scene"] = 0
+        st.session_state["p_pos"] = 0.0
+    pace = TICK if st.session_state.get("p_pos", 0.0) < 1.0 else None
+    st.fragment(run_every=pace)(scene)(store.path, rows, pace)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _run(path: str, run_id: int):
+    from ..store import RunStore
+    return RunStore(path, read_only=True).load(run_id)
+
+
+def scene(path: str, rows, pace) -> None:
+    """One scene: its title, what it shows, the run replaying by itself, and the figures at the end. The
+    timer runs while the replay does (set by the full run; a change of pace is one full rerun)."""
+    i = st.session_state["p_scene"]
+    row = rows[i]
+    run = _run(path, row["id"])
+    pos = st.session_state.get("p_pos", 0.0)
+    if pace is not None:
+        pos = min(1.0, pos + TICK / REPLAY_SECONDS)
+    st.session_state["p_pos"] = pos
+    why = SHOWCASES[i].why if i < len(SHOWCASES) else ""
+    p = run.scenario.get("params", {})
+    head, nav = st.columns([5, 1.3])
+    head.title(f"{why[:1].upper()}{why[1:]}" if why else row["preset"])
+    head.markdown(f'<div class="ld-why">{p.get("attack", "").upper()} on {p.get("protocol")}, defense: '
+                  f'<b>{p.get("defense")}</b> · scene {i + 1} of {len(rows)}</div>', unsafe_allow_html=True)
+    b1, b2 = nav.columns(2)
+    b1.button("Back", on_click=_go, args=(-1, len(rows)), shortcut="Left", width="stretch",
+              help="the previous scene (key: ←)")
+    b2.button("Next", on_click=_go, args=(1, len(rows)), shortcut="Right", width="stretch", type="primary",
+              help="the next scene (key: →)")
+    it, images = frame_at(run, pos)
+    originals = shown_originals(run.started.originals, run.finished.metrics)
+    baseline = run.finished.baseline if pos >= 1.0 else None
+    left, right = st.columns([3, 1])
+    if len(originals) <= 2 and baseline is None:  # one or two images: side by side, as large as the screen allows
+        picture = grid([[*originals, *images[:len(originals)]]], cell=320)
+        where = "left: the private data · right: what the server rebuilt"
+    else:
+        picture = pair_grid(originals, images, cell=160, width=720, baseline=baseline,
+                            psnr=run.finished.metrics.get("psnr_per_image") if pos >= 1.0 else None)
+        where = "top: the private data · below: what the server rebuilt" + \
+            (" · bottom: the TBI baseline" if baseline is not None else "")
+    left.image(picture, caption=f"{where} · iteration {it} of {run.finished.iterations}", clamp=True)
+    m = run.finished.metrics
+    if m.get("attack_accuracy") is not None:
+        right.metric("Attack accuracy", f"{m['attack_accuracy']:.0%}" if pos >= 1.0 else "…")
+        if m.get("baseline_attack_accuracy") is not None:
+            right.metric("TBI baseline", f"{m['baseline_attack_accuracy']:.0%}" if pos >= 1.0 else "…")
+    else:
+        right.metric("PSNR", f"{_psnr_at(run, pos):.1f} dB")
+        right.metric("SSIM", f"{m['ssim']:.2f}" if pos >= 1.0 else "…")
+    right.metric("Run time", f"{run.finished.seconds:.0f} s")
+    if (TICK if st.session_state["p_pos"] < 1.0 else None) != pace:
+        st.rerun()
+
+
+def _psnr_at(run, pos: float) -> float:
+    h = run.finished.history
+    if pos >= 1.0 or not h.get("psnr"):
+        return run.finished.metrics["psnr"]
+    target = pos * max(run.finished.iterations, 1)
+    value = h["psnr"][0]
+    for it, v in zip(h["iteration"], h["psnr"]):
+        if it <= target and v is not None:
+            value = v
+    return value

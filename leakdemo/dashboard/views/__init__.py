@@ -1,0 +1,1 @@
+"""One module per protocol view of the Attack Lab, over the shared pictures (..pictures)."""

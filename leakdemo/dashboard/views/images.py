@@ -1,0 +1,25 @@
+"""The FedSGD / FedAvg view: the private images beside the current reconstruction, each captioned with its PSNR."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from ..pictures import CELL, grid_row, show, zoom
+
+
+def images_panel(seq: int, started, originals: np.ndarray, images, per: list, frame: tuple) -> None:
+    """A few private images: originals in one row, the reconstruction (matched to them) in the other."""
+    left, right = st.columns(2, gap="large")
+    left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
+    z = zoom(originals.shape[1], CELL)
+    show(left, ("row", seq, -1), lambda: grid_row(originals), z, ", ".join(started.names[:16]))
+    right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
+    if images is not None:
+        show(right, ("row", seq, frame), lambda: grid_row(images), z,
+              " · ".join(f"{v:.1f} dB" for v in per[:16]) or None)
+    if len(originals) > 1 and started.scenario["params"].get("attack") == "cafe":
+        st.caption("Each reconstruction is scored against its own original: the server chose the batch "
+                   "indices, so it knows which sample is which.")
+    elif len(originals) > 1:
+        st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
+                   "Hungarian algorithm before scoring.")

@@ -1,0 +1,74 @@
+"""The logit-sharing view (PLI, TBI): per private class its mean image, the reconstruction with the paper's
+✓/✗, the TBI baseline beside it, attack accuracy over the rounds and what a logit defense costs."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from ...artifacts import grid
+from ..pictures import RECON_COLOR, show, zoom
+
+
+def classes_panel(run: int, started, images, baseline, success, latest) -> None:
+    """Logit sharing: per private target class, its mean private image, the attack's reconstruction (✓ when
+    it passes the paper's attack-accuracy test) and, beside it, the TBI baseline's."""
+    params = started.scenario["params"]
+    n = len(started.originals)
+    cell = 96 if n <= 10 else 64
+    rows, labels = [list(started.originals)], ["Private class mean (never sent)"]
+    name = "PLI" if params["attack"] == "pli" else "TBI"
+    if images is not None:
+        rows.append(list(images))
+        labels.append(f"{name} reconstruction (what the server rebuilt)")
+    if baseline is not None:
+        rows.append(list(baseline))
+        labels.append("TBI baseline (client logits only)")
+    frame = latest.iteration if latest is not None else -1
+    for i, (text, cls, row) in enumerate(zip(labels, ("ld-orig", "ld-recon", "ld-base"), rows)):
+        st.markdown(f'<span class="{cls}">{text}</span>', unsafe_allow_html=True)
+        size = row[0].shape[0]
+        show(st, ("classes", run, i, -1 if i == 0 else frame), lambda: grid([row], 2 * size), zoom(size, cell))
+    marks = "  ".join(f"{('✓' if ok else '✗')} {nm.split(' (')[0]}" for ok, nm in zip(success or [], started.names))
+    if marks:
+        st.caption(marks)
+    if latest is not None and params.get("inversion_epochs"):
+        rnd = min(params["rounds"], latest.iteration // params["inversion_epochs"] + 1)
+        st.caption(f"Communication round {rnd} of {params['rounds']}: each round brings the clients' new logits "
+                   "and the inversion networks train on them. ✓ = the reconstruction is more similar (SSIM) to "
+                   "its class's mean private image than to any other class's mean private or public image (the "
+                   "PLI paper's attack accuracy), checked by the dashboard, never by the attack.")
+
+
+def logit_metrics(fin, attack: str) -> None:
+    m = fin.metrics
+    cols = st.columns(5)
+    name = attack.upper()
+    cols[0].metric(f"Attack accuracy ({name})", f"{m['attack_accuracy']:.0%}",
+                   help="share of private target classes whose reconstruction is closest (SSIM) to their own "
+                        "mean private image")
+    if m.get("baseline_attack_accuracy") is not None:
+        cols[1].metric("Attack accuracy (TBI)", f"{m['baseline_attack_accuracy']:.0%}")
+    cols[2].metric("SSIM to class mean", f"{m['ssim_to_mean']:.3f}")
+    u = m.get("utility") or {}
+    if u.get("defended"):
+        acc = sum(u["defended"]) / len(u["defended"])
+        delta = None if "clean" not in u else f"{acc - sum(u['clean']) / len(u['clean']):+.1%} vs no defense"
+        cols[3].metric("Client accuracy", f"{acc:.1%}", delta=delta,
+                       help="the clients' accuracy on held-out clean images of the private classes: what the "
+                            "federation is for")
+    cols[4].metric("Time", f"{fin.seconds:.1f} s")
+
+
+def accuracy_chart(c: dict):
+    """PLI (and TBI beside it): the paper's attack accuracy as the rounds go by."""
+    fig = go.Figure()
+    for key, name, color in (("attack_accuracy", "this attack", RECON_COLOR),
+                             ("baseline_attack_accuracy", "TBI baseline", "#555")):
+        pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
+        if pts:
+            fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name,
+                                     line=dict(color=color, width=3)))
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Attack accuracy (share of target classes)",
+                      xaxis_title="inversion epoch", yaxis=dict(range=[0, 1.05], tickformat=".0%"),
+                      legend=dict(orientation="h", y=-0.25), font=dict(size=14))
+    return fig

@@ -1,0 +1,84 @@
+"""The Compare page and the gallery: recorded runs side by side, replayed without computing anything."""
+import os
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from leakdemo.dashboard.compare import frame_at
+from leakdemo.events import Finished, Started
+from leakdemo.gallery import GALLERY, SHOWCASES, open_gallery
+from leakdemo.store import RunStore, StoreError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(ROOT, "pages", "3_Compare.py")
+
+
+def page(**query):
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def test_the_gallery_ships_every_showcase_and_opens_read_only():
+    before = open(GALLERY, "rb").read()
+    g = open_gallery()
+    rows = g.runs(limit=100)
+    assert len(rows) == len(SHOWCASES) and all(r["status"] == "finished" for r in rows)
+    assert os.path.getsize(GALLERY) < 8e6  # a few MB at most
+    run = g.load(rows[-1]["id"])
+    assert len(run.keyframes) >= 8 and run.finished.images.shape[1:] == run.started.originals.shape[1:] or \
+        run.finished.metrics.get("sample_ids") is not None
+    by_preset = {r["preset"]: r for r in rows}
+    assert by_preset["cafe"]["psnr"] > 25 and by_preset["dlg"]["psnr"] > 30  # the showcases show the attack working
+    assert open(GALLERY, "rb").read() == before  # reading never writes
+    assert not os.path.exists(GALLERY + "-wal")
+
+
+def test_a_read_only_store_refuses_what_is_not_ours(tmp_path):
+    bad = tmp_path / "gallery.sqlite"
+    bad.write_text("hello")
+    with pytest.raises(StoreError, match="not a SQLite database"):
+        RunStore(str(bad), read_only=True)
+    with pytest.raises(StoreError, match="does not exist"):
+        RunStore(str(tmp_path / "missing.sqlite"), read_only=True)
+
+
+def test_frames_follow_the_share_of_the_run():
+    img = [np.full((1, 4, 4, 3), v, np.float32) for v in (0.0, 0.5, 1.0)]
+    started = Started({}, {}, img[0], ["a"], [0], 100, "cpu", "", 0.0)
+    fin = Finished("finished", {"psnr_per_image": [1.0]}, img[2], 10.0, 100)
+    from leakdemo.store import StoredRun
+    run = StoredRun(1, 0.0, "cli", "v", {}, started, fin, [(0, img[0]), (50, img[1]), (90, img[1])])
+    assert frame_at(run, 0.0)[0] == 0 and frame_at(run, 0.49)[0] == 0
+    assert frame_at(run, 0.5)[0] == 50 and frame_at(run, 0.95)[0] == 90
+    assert frame_at(run, 1.0) == (100, img[2])
+
+
+def test_first_visit_shows_two_showcases_and_the_link_names_them():
+    at = page()
+    assert not at.exception and not at.error
+    picked = at.multiselect(key="c_runs").value
+    assert len(picked) == 2 and all(p.startswith("g") for p in picked)
+    assert at.query_params["runs"] in (",".join(picked), [",".join(picked)])
+    assert len(at.dataframe) == 1 and at.button[0].label == "Play"
+
+
+def test_a_shared_link_opens_its_runs_and_unknown_ids_are_reported():
+    at = page(runs="g3,g5,r999")
+    assert not at.exception
+    assert at.multiselect(key="c_runs").value == ["g3", "g5"]
+    assert any("r999" in w.value for w in at.warning)
+
+
+def test_play_replays_to_the_last_frame(monkeypatch):
+    at = page(runs="g1,g2")
+    at.button[0].click().run()
+    assert at.session_state["c_playing"] is True
+    at.session_state["c_pos"] = 0.99
+    at.run()
+    at.run()
+    assert at.session_state["c_pos"] == 1.0 and at.session_state["c_playing"] is False
+    captions = [c.value for c in at.get("imgs")] if at.get("imgs") else []
+    assert not at.exception, captions
