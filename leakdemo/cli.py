@@ -413,7 +413,7 @@ def cmd_sweep(args) -> int:
 def _sweep_json(ev) -> dict:
     from dataclasses import asdict
     from .tradeoff import plain
-    d = {k: v for k, v in asdict(ev).items() if k not in ("point", "rows", "points")}
+    d = {k: v for k, v in asdict(ev).items() if k not in ("point", "rows", "points", "row")}
     if hasattr(ev, "point"):
         d["point"] = plain(ev.point)
     if hasattr(ev, "rows"):

@@ -259,14 +259,15 @@ class RunStore:
                 raise
         return run_id
 
-    def load(self, run_id: int) -> StoredRun:
+    def load(self, run_id: int, keyframes: bool = True) -> StoredRun:
+        """A recorded run whole; keyframes=False skips the replay frames (a sweep needs only the result)."""
         with _closing(self._db()) as conn:
             row = conn.execute("SELECT id, created, source, code_version, scenario, started, finished, history "
                                "FROM runs WHERE id = ?", (int(run_id),)).fetchone()
             if row is None:
                 raise LeakdemoError(f"run {run_id}: no such run in {self.path} (`python -m leakdemo runs list`)")
-            pngs = conn.execute("SELECT kind, idx, iteration, png FROM images WHERE run_id = ? ORDER BY kind, idx",
-                                (int(run_id),)).fetchall()
+            pngs = conn.execute("SELECT kind, idx, iteration, png FROM images WHERE run_id = ? AND kind != ? "
+                                "ORDER BY kind, idx", (int(run_id), "" if keyframes else "keyframe")).fetchall()
         st, fin = json.loads(row[5]), json.loads(row[6])
         n_orig = len(st["names"])
         n = fin["n_images"]

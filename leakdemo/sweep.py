@@ -136,12 +136,14 @@ class PointDone:
 
 @dataclass
 class RunDone:
-    """One run of a point came back (progress between points)."""
+    """One run of a point came back (progress between points); `row` is the point so far, for views that
+    draw a point as soon as it has a first run (marked by row["partial"])."""
     point: int
     done_runs: int
     total_runs: int
     seconds: float
     eta: float | None
+    row: dict | None = None
     event: str = "run"
 
 
@@ -283,7 +285,8 @@ class Sweep:
                     reported.add(point.index)
                     yield PointDone(self._row(point), done, total, time.perf_counter() - t0, eta)
                 else:
-                    yield RunDone(point.index, done, total, time.perf_counter() - t0, eta)
+                    yield RunDone(point.index, done, total, time.perf_counter() - t0, eta,
+                                  {**self._row(point), "partial": True})
             if self._stop.is_set():
                 status = "stopped"
         for point in self.points:  # points with a failed setting (every run refused) are rows too
@@ -356,7 +359,7 @@ def _from_store(store, task: Task) -> dict | None:
     run_id = store.find(key)
     if run_id is None:
         return None
-    stored = store.load(run_id)
+    stored = store.load(run_id, keyframes=False)
     out = {"point": task.point, "run": _scored(task, stored.finished, stored.started, run_id)}
     if task.with_utility:
         from . import utility

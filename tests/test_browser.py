@@ -298,3 +298,22 @@ def test_the_lab_opens_a_showcase_on_the_compare_page(server, browser):
     page.get_by_text("iteration 0 of 300", exact=False).wait_for(timeout=30_000)
     assert_no_traceback(page)
     page.close()
+
+
+def test_compare_runs_one_scenario_under_two_defenses(server, browser):
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.errors = []
+    watch_errors(page, page.errors, "defenses")
+    page.goto(f"{server}/Compare")
+    page.get_by_text("Run one scenario under several defenses").click()
+    page.get_by_role("button", name="Run them").click()
+    page.get_by_text("Running the scenario under 2 defense(s)", exact=False).wait_for(timeout=30_000)
+    runs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Runs to compare")
+    runs.get_by_text("Run #", exact=False).nth(1).wait_for(timeout=400_000)
+    picked = runs.inner_text()
+    assert "dlg: dlg, none" in picked and "dlg: dlg, dp-gaussian" in picked, picked
+    captions = page.locator('[data-testid="stImageCaption"]').all_inner_texts()
+    assert len([c for c in captions if c.startswith("iteration")]) == 2
+    assert "runs=r" in page.url
+    assert_no_traceback(page)
+    page.close()

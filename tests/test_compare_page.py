@@ -82,3 +82,29 @@ def test_play_replays_to_the_last_frame(monkeypatch):
     assert at.session_state["c_pos"] == 1.0 and at.session_state["c_playing"] is False
     captions = [c.value for c in at.get("imgs")] if at.get("imgs") else []
     assert not at.exception, captions
+
+
+PRESENT = os.path.join(ROOT, "pages", "4_Present.py")
+
+
+def test_presenter_steps_through_the_showcases():
+    at = AppTest.from_file(PRESENT, default_timeout=120)
+    at.query_params["scene"] = "2"
+    at.run()
+    assert not at.exception and not at.error
+    assert "scene 2 of 8" in " ".join(m.value for m in at.markdown)
+    assert at.title[0].value.startswith("The same gradient with Gaussian noise")
+    at.button[1].click().run()  # Next
+    assert "scene 3 of 8" in " ".join(m.value for m in at.markdown)
+    at.button[0].click().run()  # Back
+    at.button[0].click().run()
+    assert "scene 1 of 8" in " ".join(m.value for m in at.markdown)
+    at.button[0].click().run()  # from the first scene, Back goes round to the last
+    assert "scene 8 of 8" in " ".join(m.value for m in at.markdown)
+
+
+def test_a_bad_scene_number_starts_at_the_first():
+    at = AppTest.from_file(PRESENT, default_timeout=120)
+    at.query_params["scene"] = "many"
+    at.run()
+    assert not at.exception and "scene 1 of 8" in " ".join(m.value for m in at.markdown)

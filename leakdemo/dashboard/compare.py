@@ -75,7 +75,7 @@ def _init_from_query(choices: dict) -> None:
     asked = st.query_params.get("runs", "")
     if "c_runs" in st.session_state and asked == ",".join(st.session_state["c_runs"]):
         return
-    if "c_runs" in st.session_state and not asked:
+    if "c_runs" in st.session_state and (not asked or st.session_state.get("c_pending")):
         return
     wanted = [x.strip() for x in st.query_params.get("runs", "").split(",") if x.strip()]
     known = [w for w in wanted if w in choices][:MAX_RUNS]
@@ -87,6 +87,102 @@ def _init_from_query(choices: dict) -> None:
     st.session_state["c_runs"] = known
     st.session_state["c_pos"] = 0.0
     st.session_state["c_playing"] = False
+
+
+# ---------------------------------------------------------------- one scenario under several defenses
+
+
+def _defenses_form(sources: dict) -> None:
+    """A preset and the defenses to set beside each other (each at its catalog default strength). Runs the
+    store already holds come back at once; the others go to the shared worker pool and join the comparison
+    as they finish."""
+    from ..scenario import presets
+    if "r" not in sources:
+        st.caption("This needs the run store (it is turned off or unusable here).")
+        return
+    c1, c2, c3 = st.columns([2, 3, 1])
+    names = list(presets())
+    preset = c1.selectbox("Scenario (preset)", names, key="c_preset", index=names.index("dlg") if "dlg" in names else 0,
+                          format_func=lambda n: f"{n} — {presets()[n].title}")
+    protocol = presets()[preset].params.get("protocol", "fedsgd")
+    options = catalog.defenses_for(protocol)
+    if any(d not in options for d in st.session_state.get("c_defenses", [])):
+        st.session_state["c_defenses"] = options[:2]
+    c2.multiselect("Defenses (each at its default strength)", options, key="c_defenses", max_selections=MAX_RUNS,
+                   default=None if "c_defenses" in st.session_state else options[:2],
+                   format_func=lambda d: catalog.DEFENSES[d].title)
+    c3.button("Run them", on_click=_start_defenses, args=(sources,), type="primary", width="stretch",
+              disabled=not st.session_state.get("c_defenses") or bool(st.session_state.get("c_pending")))
+    if st.session_state.get("c_error"):
+        st.error(st.session_state.pop("c_error"))
+
+
+def _start_defenses(sources: dict) -> None:
+    from ..device import resolve_device
+    from ..scenario import from_preset
+    from ..store import scenario_key
+    from ..sweep import Task
+    from .shared import run_pool, tab_alive
+    store, refs, pending = sources["r"], [], []
+    for i, d in enumerate(st.session_state.get("c_defenses", [])):
+        try:
+            sc = from_preset(st.session_state["c_preset"], {"defense": d})
+        except LeakdemoError as e:
+            st.session_state["c_error"] = str(e)
+            return
+        found = store.find(scenario_key(dict(sc.params), str(resolve_device(sc["device"]))))
+        if found is not None:
+            refs.append(f"r{found}")
+            continue
+        task = Task(i, sc["seed"], None, dict(sc.params), sc.preset, with_utility=False)
+        pending.append((d, run_pool().submit_task(task, alive=tab_alive())))
+    _set_runs(refs)
+    st.session_state["c_pending"] = pending
+    st.session_state["c_pos"], st.session_state["c_playing"] = 0.0, False
+
+
+def _set_runs(refs: list[str]) -> None:
+    """The comparison's runs, in the picker and in the link alike (the link is read on every full run)."""
+    st.session_state["c_runs"] = refs
+    if refs:
+        st.query_params["runs"] = ",".join(refs)
+    else:
+        st.query_params.pop("runs", None)
+
+
+def _collect(sources: dict) -> None:
+    """Finished runs of the defenses form: recorded in the store and added to the comparison (before the
+    run picker is drawn, so it shows them)."""
+    pending = st.session_state.get("c_pending") or []
+    if not pending or "r" not in sources:
+        return
+    still = []
+    for d, h in pending:
+        if not h.done:
+            still.append((d, h))
+            continue
+        rec = (h.task_result or {}).get("record")
+        if rec is None:
+            err = (h.task_result or {}).get("run", {}).get("error") or h.error or h.status
+            st.session_state["c_error"] = f"{d}: the run did not finish ({err})"
+            continue
+        run_id = sources["r"].record(rec["key"], "compare", rec["scenario"], rec["started"], rec["finished"],
+                                     rec["keyframes"])
+        _set_runs((st.session_state.get("c_runs") or []) + [f"r{run_id}"])
+    st.session_state["c_pending"] = still
+
+
+def _pending_panel() -> None:
+    pending = st.session_state.get("c_pending") or []
+    done = sum(h.done for _, h in pending)
+    names = ", ".join(f"{d} ({h.status})" for d, h in pending)
+    st.progress(0.0 if not pending else done / len(pending),
+                text=f"Running the scenario under {len(pending)} defense(s) in the shared worker pool: {names}. "
+                     "Each joins the comparison when it finishes.")
+    for _, h in pending:
+        h.poll()
+    if any(h.done for _, h in pending):
+        st.rerun()
 
 
 # ---------------------------------------------------------------- replay
@@ -132,10 +228,15 @@ def main() -> None:
     sources, problems = _sources()
     for p in problems:
         st.warning(p)
+    _collect(sources)
     choices = _choices(sources)
     _init_from_query(choices)
     for msg in st.session_state.pop("c_problems", []):
         st.warning(f"Ignored from the link: {msg}.", icon=":material/link_off:")
+    with st.expander("Run one scenario under several defenses", expanded=not choices):
+        _defenses_form(sources)
+    if st.session_state.get("c_pending"):
+        st.fragment(run_every=1.0)(_pending_panel)()
     if not choices:
         st.info("No recorded runs yet: run an attack in the Attack Lab, or record the showcases with "
                 "`python -m leakdemo record-gallery`.")

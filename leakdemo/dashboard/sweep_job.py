@@ -85,8 +85,9 @@ class SweepJob:
             self.status, self.total_runs, self.cached = "running", ev.runs, ev.cached
         elif isinstance(ev, (PointDone, RunDone)):
             self.done_runs, self.eta = ev.done_runs, ev.eta
-            if isinstance(ev, PointDone):
-                self.rows[ev.point["index"]] = ev.point
+            row = ev.point if isinstance(ev, PointDone) else ev.row
+            if row is not None and row.get("runs"):  # a point shows from its first run on, then firms up
+                self.rows[row["index"]] = row
                 if self.first_point_s is None:
                     self.first_point_s = self.seconds
         elif isinstance(ev, SweepFinished):

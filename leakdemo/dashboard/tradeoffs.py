@@ -352,18 +352,34 @@ def _picked_point(rows: list[dict], picked) -> None:
 
 
 def _strip(rows: list[dict], axes: list[str]) -> None:
-    """The first image's reconstruction at every point, in order of strength: the picture people remember."""
+    """The first image's reconstruction at every strength, in order (one row per value of a second axis):
+    the picture people remember."""
     pics = [r for r in rows if r.get("thumbnail") is not None]
-    if not pics:
+    if not pics or not axes:
         return
     st.subheader("The reconstruction as the defense grows")
-    first = pics[0]
-    cols = st.columns(min(len(pics) + 1, 10))
-    cols[0].image(_picture(first["originals"][0]), caption="the private image", clamp=True, width=STRIP_PX)
     key = privacy_key(rows)
-    for col, r in zip(cols[1:], pics[:len(cols) - 1]):
-        figure = f"{r[key]:.2f}" if key == "attack_accuracy" else f"{r['psnr']:.1f} dB"
-        col.image(_picture(r["thumbnail"][0]), caption=f"{r['label']} · {figure}", clamp=True, width=STRIP_PX)
+    clean = next((r for r in pics if r["undefended"]), None)
+    for name, series in _series(pics, axes):
+        head = [("the private image", pics[0]["originals"][0])]
+        if clean is not None:
+            head.append((f"no defense · {_figure(clean, key)}", clean["thumbnail"][0]))
+        items = head + [(f"{_short(r.get(axes[0]))} · {_figure(r, key)}", r["thumbnail"][0]) for r in series]
+        if name:
+            st.caption(name)
+        per_row = 10
+        for start in range(0, len(items), per_row):
+            cols = st.columns(per_row)
+            for col, (caption, img) in zip(cols, items[start:start + per_row]):
+                col.image(_picture(img), caption=caption, clamp=True, width=STRIP_PX)
+
+
+def _figure(r: dict, key: str) -> str:
+    return f"{r[key]:.2f}" if key == "attack_accuracy" else f"{r['psnr']:.1f} dB"
+
+
+def _short(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
