@@ -71,13 +71,14 @@ def code_version() -> str:
     import torch
     root = os.path.dirname(os.path.abspath(__file__))
     h = hashlib.sha256(torch.__version__.encode())
-    for folder, dirs, files in sorted(os.walk(root)):
-        dirs[:] = sorted(d for d in dirs if d not in ("dashboard", "__pycache__"))
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(folder, name)
-            h.update(os.path.relpath(path, root).encode())
-            with open(path, "rb") as fh:
-                h.update(fh.read())
+    paths = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in ("dashboard", "__pycache__")]  # pruned while walking
+        paths += [os.path.join(folder, f) for f in files if f.endswith(".py")]
+    for path in sorted(paths):
+        h.update(os.path.relpath(path, root).encode())
+        with open(path, "rb") as fh:
+            h.update(fh.read())
     return h.hexdigest()[:16]
 
 

@@ -3,6 +3,7 @@ scenario and code version; several processes can write together; a file that is 
 left as it was."""
 import json
 import multiprocessing as mp
+import os
 import sqlite3
 
 import numpy as np
@@ -198,3 +199,24 @@ def test_a_run_whose_record_fails_still_reaches_the_user(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "record", lambda *a, **k: (_ for _ in ()).throw(ValueError("disk on fire")))
     run, events = _run(store)
     assert events[-1].event == "finished" and run.stored_id is None
+
+
+def test_the_code_version_ignores_the_dashboard(tmp_path, monkeypatch):
+    """Pages change often; results do not depend on them, so a page edit must not invalidate the store."""
+    import shutil
+
+    import leakdemo
+    from leakdemo import store as store_module
+    copy = tmp_path / "leakdemo"
+    shutil.copytree(os.path.dirname(leakdemo.__file__), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(store_module, "__file__", str(copy / "store.py"))
+
+    def version():
+        store_module.code_version.cache_clear()
+        return store_module.code_version()
+    before = version()
+    (copy / "dashboard" / "lab.py").write_text("# edited\n", encoding="utf-8")
+    assert version() == before
+    (copy / "runner.py").write_text((copy / "runner.py").read_text() + "\n# edited\n", encoding="utf-8")
+    assert version() != before
+    store_module.code_version.cache_clear()

@@ -26,6 +26,7 @@ from .sweep_job import SweepJob, pool_runner
 CUSTOM = "custom"
 SPEC_KEYS = ("sweep", "preset", "defense", "vary", "seeds")
 POLL_SECONDS = 1.0
+WAIT_FOR_STORE = 3.0  # seconds Run waits for a sweep to finish before the page polls it
 MAX_SEEDS = 5
 STRIP_PX = 112  # every picture of the strip at one size, whatever its column's width
 COLORS = ("#2471a3", "#8e44ad", "#16a085", "#d35400", "#7f8c8d")
@@ -254,9 +255,11 @@ def _start(spec: dict) -> None:
         st.session_state["t_error"] = str(e)
         return
     sweep.runner = pool_runner(run_pool(), tab_alive(), in_flight=run_pool().max_running)
-    st.session_state["t_job"] = SweepJob(sweep)
+    job = SweepJob(sweep)
+    st.session_state["t_job"] = job
     st.session_state["t_title"] = title
     st.session_state["t_axes"] = ([a.name for a in sweep.axes], sweep.axes[0].log)
+    job.thread.join(timeout=WAIT_FOR_STORE)  # a sweep the store holds whole is drawn at once, without polling
 
 
 def _stop() -> None:
