@@ -21,7 +21,7 @@ def zoom(size: int, cell: int) -> float:
     return max(1, cell // size) / 2
 
 
-def png_once(key: tuple, make) -> tuple[str, int]:
+def png_once(key: tuple, make, memo_name: str = "png_memo", limit: int = 12) -> tuple[str, int]:
     """A picture for the page, encoded once per key: (inline data URL, its width in pixels).
 
     The run panel redraws twice a second and a frame may change less often, so encoding each time would
@@ -32,9 +32,9 @@ def png_once(key: tuple, make) -> tuple[str, int]:
     import base64
 
     from ..artifacts import png_bytes
-    memo = st.session_state.setdefault("png_memo", {})
+    memo = st.session_state.setdefault(memo_name, {})
     if key not in memo:
-        if len(memo) > 12:
+        if len(memo) > limit:
             memo.clear()
         picture = make()
         memo[key] = ("data:image/png;base64," + base64.b64encode(png_bytes(picture)).decode("ascii"),

@@ -51,12 +51,56 @@ def main() -> None:
         return
     if "p_scene" not in st.session_state:
         try:
-            st.session_state["p_scene"] = max(0, min(len(rows) - 1, int(st.query_params.get("scene", "1")) - 1))
+            st.session_state["p_scene"] = max(0, min(len(rows), int(st.query_params.get("scene", "1")) - 1))
         except ValueError:
             st.session_state["p_scene"] = 0
         st.session_state["p_pos"] = 0.0
+    count = len(rows) + 1  # the showcases, then what a defense costs
+    if st.session_state["p_scene"] >= len(rows):
+        tradeoff_scene(count)
+        return
     pace = TICK if st.session_state.get("p_pos", 0.0) < 1.0 else None
     st.fragment(run_every=pace)(scene)(store.path, rows, pace)
+
+
+def _nav(count: int, where) -> None:
+    b1, b2 = where.columns(2)
+    b1.button("Back", on_click=_go, args=(-1, count), shortcut="Left", width="stretch",
+              help="the previous scene (key: ←)")
+    b2.button("Next", on_click=_go, args=(1, count), shortcut="Right", width="stretch", type="primary",
+              help="the next scene (key: →)")
+
+
+def tradeoff_scene(count: int) -> None:
+    """The last scene: the built-in DP sweep's chart, from the run store (run it once on the Trade-offs page)."""
+    from ..scenario import load
+    from ..store import open_store
+    from ..sweep import Sweep, SweepFinished, _from_store, parse_axis
+    from ..sweeps import sweeps
+    from .tradeoffs import strength_figure
+    head, nav = st.columns([5, 1.3])
+    head.title("What a defense costs: privacy against utility")
+    spec = sweeps()["sweep-dp-dlg"]
+    head.markdown(f'<div class="ld-why">{spec.title} · scene {count} of {count}</div>', unsafe_allow_html=True)
+    _nav(count, nav)
+    rows = st.session_state.get("p_sweep_rows")
+    if rows is None:
+        try:
+            base = load(spec.base, spec.set)
+            sweep = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds, store=open_store())
+            missing = sum(1 for t in sweep.tasks() if sweep.store is None or _from_store(sweep.store, t) is None)
+            if missing:
+                st.info(f"The run store lacks {missing} run(s) of this sweep: run it once on the Trade-offs page "
+                        "(about 5 minutes on a laptop); from then on this scene draws it at once.")
+                return
+            rows = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
+            st.session_state["p_sweep_rows"] = rows
+        except LeakdemoError as e:
+            st.info(f"The sweep cannot be drawn here: {e}")
+            return
+    fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True)
+    fig.update_layout(height=560, font=dict(size=18), title=None)
+    st.plotly_chart(fig, config={"displayModeBar": False})
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -80,12 +124,8 @@ def scene(path: str, rows, pace) -> None:
     head, nav = st.columns([5, 1.3])
     head.title(f"{why[:1].upper()}{why[1:]}" if why else row["preset"])
     head.markdown(f'<div class="ld-why">{p.get("attack", "").upper()} on {p.get("protocol")}, defense: '
-                  f'<b>{p.get("defense")}</b> · scene {i + 1} of {len(rows)}</div>', unsafe_allow_html=True)
-    b1, b2 = nav.columns(2)
-    b1.button("Back", on_click=_go, args=(-1, len(rows)), shortcut="Left", width="stretch",
-              help="the previous scene (key: ←)")
-    b2.button("Next", on_click=_go, args=(1, len(rows)), shortcut="Right", width="stretch", type="primary",
-              help="the next scene (key: →)")
+                  f'<b>{p.get("defense")}</b> · scene {i + 1} of {len(rows) + 1}</div>', unsafe_allow_html=True)
+    _nav(len(rows) + 1, nav)
     it, images = frame_at(run, pos)
     originals = shown_originals(run.started.originals, run.finished.metrics)
     baseline = run.finished.baseline if pos >= 1.0 else None

@@ -20,6 +20,7 @@ from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
 from ..tradeoff import UTILITY_TITLES, plain, privacy_key, sweep_csv
+from .pictures import png_once
 from .shared import run_pool, tab_alive
 from .sweep_job import SweepJob, pool_runner
 
@@ -236,6 +237,13 @@ def _hover(r: dict, key: str) -> str:
             f"<br>{r['runs']} run(s)<extra></extra>")
 
 
+def _small(img: np.ndarray) -> np.ndarray:
+    """An image at twice its size as uint8 RGB (sent inline; the browser enlarges it crisply)."""
+    img = np.clip(np.asarray(img, dtype=np.float32), 0, 1)
+    img = np.repeat(img, 3, axis=-1) if img.shape[-1] == 1 else img
+    return (upscale(img, 2 * img.shape[0]) * 255).round().astype(np.uint8)
+
+
 def _picture(img: np.ndarray, cell: int = 112) -> np.ndarray:
     img = np.clip(np.asarray(img, dtype=np.float32), 0, 1)
     big = upscale(img, cell)
@@ -326,9 +334,16 @@ def sweep_panel(pace) -> None:
         st.error(job.error)
     if rows:
         axes, log = st.session_state.get("t_axes", ([], False))
+        # figures are rebuilt only when a point changes: the panel polls every second, and on a 2-core
+        # machine the server's CPU is the sweep's CPU
+        version = (id(job), tuple((r["index"], r["runs"]) for r in rows), job.status)
+        memo = st.session_state.get("t_fig_memo")
+        if memo is None or memo[0] != version:
+            memo = (version, strength_figure(rows, axes, log), tradeoff_figure(rows, axes))
+            st.session_state["t_fig_memo"] = memo
         left, right = st.columns(2)
-        left.plotly_chart(strength_figure(rows, axes, log), key="t_strength", config={"displayModeBar": False})
-        picked = right.plotly_chart(tradeoff_figure(rows, axes), key="t_tradeoff", on_select="rerun",
+        left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
+        picked = right.plotly_chart(memo[2], key="t_tradeoff", on_select="rerun",
                                     selection_mode="points", config={"displayModeBar": False})
         _picked_point(rows, picked)
         _strip(rows, axes)
@@ -374,7 +389,9 @@ def _strip(rows: list[dict], axes: list[str]) -> None:
         for start in range(0, len(items), per_row):
             cols = st.columns(per_row)
             for col, (caption, img) in zip(cols, items[start:start + per_row]):
-                col.image(_picture(img), caption=caption, clamp=True, width=STRIP_PX)
+                url, _ = png_once(("strip", caption, img.shape, float(np.asarray(img).sum())), lambda i=img: _small(i),
+                                  memo_name="strip_memo", limit=80)
+                col.image(url, caption=caption, width=STRIP_PX)
 
 
 def _figure(r: dict, key: str) -> str:
