@@ -389,8 +389,10 @@ def _run_local(tasks: list[Task], workers: int, stop: threading.Event, _address)
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     n = max(1, min(workers, len(tasks)))
+    from .spawn import plain_main
     pool = ProcessPoolExecutor(n, mp_context=mp.get_context("spawn"), initializer=_worker_init)
-    pending = {pool.submit(run_task, t): t for t in tasks}
+    with plain_main():  # the executor starts its processes as tasks are submitted
+        pending = {pool.submit(run_task, t): t for t in tasks}
     try:
         while pending and not stop.is_set():
             ready, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)

@@ -50,6 +50,14 @@ def open_lab(browser, url, query):
     return page
 
 
+def new_page(browser, tab: str, size=(1600, 1000)):
+    """A fresh tab whose page and console errors are collected in page.errors."""
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    page.errors = []
+    watch_errors(page, page.errors, tab)
+    return page
+
+
 def run_until_finished(page, first_shown: str, timeout_ms: int = 300_000):
     """Start the attack once the page is warm; wait for `first_shown` to stream in, then for the finish."""
     wait_until_warm(page)
@@ -191,9 +199,7 @@ def test_a_closed_tab_frees_its_worker_for_the_next_in_line(browser):
 
 
 def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server, browser, tmp_path):
-    page = browser.new_page(viewport={"width": 1600, "height": 1100})
-    page.errors = []
-    watch_errors(page, page.errors, "tradeoffs")
+    page = new_page(browser, "tradeoffs", (1600, 1100))
     page.goto(f"{server}/Tradeoffs?sweep=custom&preset=dlg&defense=dp-gaussian&vary=dp_sigma%3D1e-3..1%3A2"
               "&seeds=1&image_size=16&iterations=40")
     page.get_by_role("button", name="Run sweep").wait_for(timeout=90_000)
@@ -229,9 +235,7 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
 
 
 def test_compare_replays_two_showcases_in_sync(server, browser):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    page.errors = []
-    watch_errors(page, page.errors, "compare")
+    page = new_page(browser, "compare")
     t0 = time.perf_counter()
     page.goto(f"{server}/Compare?runs=g1,g2")
     page.get_by_text("iteration 0 of", exact=False).first.wait_for(timeout=60_000)
@@ -259,9 +263,7 @@ def test_compare_replays_two_showcases_in_sync(server, browser):
 
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
 def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser, tmp_path, size):
-    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
-    page.errors = []
-    watch_errors(page, page.errors, "present")
+    page = new_page(browser, "present", size)
     page.goto(f"{server}/?present=1")
     page.get_by_text("scene 1 of", exact=False).wait_for(timeout=60_000)
     assert page.locator('[data-testid="stSidebar"]').is_hidden()
@@ -286,9 +288,7 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
 
 
 def test_the_lab_opens_a_showcase_on_the_compare_page(server, browser):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    page.errors = []
-    watch_errors(page, page.errors, "showcase")
+    page = new_page(browser, "showcase")
     page.goto(f"{server}/?preset=dlg")
     page.get_by_role("button", name="Run attack").wait_for(timeout=90_000)
     page.get_by_text("Replay a showcase").click()
@@ -301,9 +301,7 @@ def test_the_lab_opens_a_showcase_on_the_compare_page(server, browser):
 
 
 def test_compare_runs_one_scenario_under_two_defenses(server, browser):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    page.errors = []
-    watch_errors(page, page.errors, "defenses")
+    page = new_page(browser, "defenses")
     page.goto(f"{server}/Compare")
     page.get_by_text("Run one scenario under several defenses").click()
     page.get_by_role("button", name="Run them").click()

@@ -80,8 +80,10 @@ def test_several_processes_write_at_once(tmp_path):
     path = str(tmp_path / "runs.sqlite")
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(path, who, 6)) for who in range(4)]
-    for p in procs:
-        p.start()
+    from leakdemo.spawn import plain_main
+    with plain_main():  # an AppTest earlier in this process may have left a page script as __main__
+        for p in procs:
+            p.start()
     for p in procs:
         p.join(120)
         assert p.exitcode == 0

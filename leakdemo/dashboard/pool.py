@@ -29,6 +29,7 @@ import torch
 from ..events import Failed, Finished, Progress, Started
 from ..runner import Thinned
 from ..scenario import Scenario, from_dict
+from ..spawn import plain_main
 
 MAX_RUNNING = int(os.environ.get("LEAKDEMO_MAX_RUNS", "2"))
 ABANDON_AFTER = 15.0  # seconds without a poll -> the tab is gone (when no `alive` check is available)
@@ -244,7 +245,8 @@ class _Worker:
         self.jobs, self.results = self.ctx.Queue(), self.ctx.Queue()
         self.process = self.ctx.Process(target=_worker_main, args=(self.jobs, self.results, self.stop_job, self.threads),
                                         daemon=True, name="leakdemo-worker")
-        self.process.start()
+        with plain_main():  # never the page script: a worker imports only the engine
+            self.process.start()
 
 
 _POOLS: "list[RunPool]" = []
