@@ -310,8 +310,13 @@ def test_compare_runs_one_scenario_under_two_defenses(server, browser):
     runs.get_by_text("Run #", exact=False).nth(1).wait_for(timeout=400_000)
     picked = runs.inner_text()
     assert "dlg: dlg, none" in picked and "dlg: dlg, dp-gaussian" in picked, picked
-    captions = page.locator('[data-testid="stImageCaption"]').all_inner_texts()
-    assert len([c for c in captions if c.startswith("iteration")]) == 2
+    shown = []
+    for _ in range(100):  # the picker lists both at once; their columns are drawn a moment later
+        shown = [c for c in page.locator('[data-testid="stImageCaption"]').all_inner_texts() if c.startswith("iteration")]
+        if len(shown) == 2:
+            break
+        page.wait_for_timeout(200)
+    assert len(shown) == 2, shown
     assert "runs=r" in page.url
     assert_no_traceback(page)
     page.close()
