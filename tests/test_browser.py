@@ -287,6 +287,28 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
     page.close()
 
 
+def test_presenter_runs_a_live_scene_streaming_its_frames(server, browser):
+    page = new_page(browser, "present-live", (1280, 720))
+    page.goto(f"{server}/?present=1&scenes=live:dlg,g1")
+    page.get_by_text("Live: DLG on a photo").wait_for(timeout=60_000)
+    seen, t0 = set(), time.perf_counter()
+    while time.perf_counter() - t0 < 240 and page.get_by_text("Run time").count() == 0:
+        seen.update(c.split(" · ")[-1] for c in page.locator('[data-testid="stImageCaption"]').all_inner_texts())
+        page.wait_for_timeout(300)
+    assert page.get_by_text("Run time").count() == 1, "the live run did not finish"
+    partial = [c for c in seen if c.startswith("iteration ") and c != "iteration 300 of 300"]
+    assert partial, seen  # frames streamed in while it ran, not only the end
+    assert float(metric_value(page, "PSNR").split()[0]) > 30  # DLG rebuilt the photo, live
+    page.get_by_role("button", name="Run again").wait_for(timeout=10_000)
+    scroll = page.evaluate("() => [document.querySelector('[data-testid=\"stMain\"]').scrollHeight, "
+                           "document.querySelector('[data-testid=\"stMain\"]').clientHeight]")
+    assert scroll[0] <= scroll[1] + 2, scroll
+    page.keyboard.press("ArrowRight")
+    page.get_by_text("scene 2 of 2", exact=False).wait_for(timeout=30_000)
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_the_lab_opens_a_showcase_on_the_compare_page(server, browser):
     page = new_page(browser, "showcase")
     page.goto(f"{server}/?preset=dlg")

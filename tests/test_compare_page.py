@@ -92,21 +92,42 @@ def test_presenter_steps_through_the_showcases():
     at.query_params["scene"] = "2"
     at.run()
     assert not at.exception and not at.error
-    assert "scene 2 of 9" in " ".join(m.value for m in at.markdown)
+    assert "scene 2 of 10" in " ".join(m.value for m in at.markdown)  # 8 showcases, a live run, a chart
     assert at.title[0].value.startswith("The same gradient with Gaussian noise")
     at.button[1].click().run()  # Next
-    assert "scene 3 of 9" in " ".join(m.value for m in at.markdown)
+    assert "scene 3 of 10" in " ".join(m.value for m in at.markdown)
+    assert at.query_params["scene"] == "3"  # a reload stays on this scene
     at.button[0].click().run()  # Back
     at.button[0].click().run()
-    assert "scene 1 of 9" in " ".join(m.value for m in at.markdown)
+    assert "scene 1 of 10" in " ".join(m.value for m in at.markdown)
     at.button[0].click().run()  # from the first scene, Back goes round to the last: what a defense costs
-    assert "scene 9 of 9" in " ".join(m.value for m in at.markdown)
+    assert "scene 10 of 10" in " ".join(m.value for m in at.markdown)
     assert at.title[0].value.startswith("What a defense costs") and not at.exception
-    assert any("run it once on the Trade-offs page" in i.value for i in at.info)  # this test's store is off
+    assert any("run store is turned off" in i.value for i in at.info)  # this test's store is off
+
+
+def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path):
+    at = AppTest.from_file(PRESENT, default_timeout=120)
+    at.query_params["scenes"] = "sweep:sweep-dp-dlg,g3,live:nonsense,g99"
+    at.run()
+    assert not at.exception
+    assert any("scenes=live:nonsense,g99" in w.value for w in at.warning)  # unknown codes named, left out
+    assert "scene 1 of 2" in " ".join(m.value for m in at.markdown)
+    assert at.title[0].value == "What a defense costs: privacy against utility"
+    assert any("lacks 51 run(s) of this sweep" in i.value for i in at.info)  # an empty store: how to fill it
+    at.button[1].click().run()
+    assert at.title[0].value.startswith("DLM+ rebuilds the photo") and "scene 2 of 2" in " ".join(
+        m.value for m in at.markdown)
+    chooser = at.multiselect(key="p_pick")
+    assert chooser.value == ["sweep:sweep-dp-dlg", "g3"]
+    assert "Live: DLG on a photo" in chooser.options and any(o.startswith("Trade-off chart: ") for o in chooser.options)
+    chooser.set_value(["g1", "g3"]).run()
+    assert at.query_params["scenes"] == "g1,g3" and "scene 1 of 2" in " ".join(m.value for m in at.markdown)
+    assert at.title[0].value.startswith("DLG rebuilds a photo") and not at.exception
 
 
 def test_a_bad_scene_number_starts_at_the_first():
     at = AppTest.from_file(PRESENT, default_timeout=120)
     at.query_params["scene"] = "many"
     at.run()
-    assert not at.exception and "scene 1 of 9" in " ".join(m.value for m in at.markdown)
+    assert not at.exception and "scene 1 of 10" in " ".join(m.value for m in at.markdown)

@@ -1,9 +1,14 @@
-"""Presenter mode: the recorded showcases as full-screen scenes for a projector — no sidebar, no controls but
-Previous / Next (keyboard: ← and →), big pictures and figures, each scene replaying its run by itself.
+"""Presenter mode: full-screen scenes for a projector — no sidebar, no controls but Back / Next (keyboard: ← and
+→) and a scene chooser, big pictures and figures.
+
+Three kinds of scene: a recorded showcase replaying by itself (`g3`), an attack computed live on this machine
+(`live:dlg`), and a built-in sweep's trade-off chart from the run store (`sweep:sweep-dp-dlg`). The list is in
+the link (`?scenes=g1,live:dlg,sweep:sweep-dp-dlg&scene=2`), so a prepared talk is one bookmark.
 
 Opened as the Present page, or with ?present=1 on the app's address (then the navigation is hidden too)."""
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from ..artifacts import grid, pair_grid, shown_originals
@@ -13,6 +18,10 @@ from .compare import frame_at
 
 TICK = 0.3
 REPLAY_SECONDS = 6.0
+LIVE_POLL = 0.5  # a live scene's frames while it runs
+QUEUED_POLL = 2.0  # while it waits for a worker
+DEFAULT_LIVE = ("dlg",)
+DEFAULT_SWEEPS = ("sweep-dp-dlg",)
 CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header, footer {display: none !important;}
@@ -28,79 +37,118 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 """
 
 
-def _scenes():
-    g = open_gallery()
-    rows = sorted(g.runs(limit=100), key=lambda r: r["id"])
-    return g, rows
+# ---------------------------------------------------------------- which scenes
 
 
-def _go(step: int, count: int) -> None:
+def scene_choices(rows: list[dict]) -> dict[str, str]:
+    """Every scene this server can show, code -> what the chooser says: the gallery's showcases, a live run of
+    each standard preset, each built-in sweep's chart."""
+    from ..scenario import presets
+    from ..sweeps import sweeps
+    out = {f"g{r['id']}": f"Showcase: {_why(r)}" for r in rows}
+    out.update({f"live:{n}": f"Live: {p.title}" for n, p in presets().items() if p.standard})
+    out.update({f"sweep:{n}": f"Trade-off chart: {s.title}" for n, s in sweeps().items()})
+    return out
+
+
+def default_scenes(rows: list[dict], choices: dict) -> list[str]:
+    """The showcases in order, one live attack, then what a defense costs."""
+    codes = [f"g{r['id']}" for r in rows] + [f"live:{n}" for n in DEFAULT_LIVE] + [f"sweep:{n}" for n in DEFAULT_SWEEPS]
+    return [c for c in codes if c in choices]
+
+
+def _why(row: dict) -> str:
+    i = row["id"] - 1
+    return SHOWCASES[i].why if 0 <= i < len(SHOWCASES) and SHOWCASES[i].preset == row["preset"] else row["preset"]
+
+
+def _init(rows: list[dict], choices: dict) -> None:
+    """The scene list and the current scene, from the link on a first visit (unknown codes reported, left out)."""
+    if "p_scenes" in st.session_state:
+        return
+    asked = [c.strip() for c in st.query_params.get("scenes", "").split(",") if c.strip()]
+    bad = [c for c in asked if c not in choices]
+    if bad:
+        st.session_state["p_problem"] = f"scenes={','.join(bad)} (no such scene here)"
+    st.session_state["p_scenes"] = [c for c in asked if c in choices] or default_scenes(rows, choices)
+    try:
+        n = int(st.query_params.get("scene", "1"))
+    except ValueError:
+        n = 1
+    st.session_state["p_scene"] = max(0, min(len(st.session_state["p_scenes"]), n) - 1)
+    st.session_state["p_pos"] = 0.0
+
+
+def _go(step: int) -> None:
+    count = len(st.session_state["p_scenes"])
     st.session_state["p_scene"] = (st.session_state.get("p_scene", 0) + step) % count
     st.session_state["p_pos"] = 0.0
+    _leave_live()
+    st.query_params["scene"] = str(st.session_state["p_scene"] + 1)
+
+
+def _picked() -> None:
+    """The chooser changed the list: start again at its first scene, and keep the list in the link."""
+    codes = list(st.session_state["p_pick"]) or st.session_state["p_scenes"]
+    st.session_state["p_scenes"], st.session_state["p_scene"], st.session_state["p_pos"] = codes, 0, 0.0
+    _leave_live()
+    st.query_params["scenes"] = ",".join(codes)
+    st.query_params["scene"] = "1"
+
+
+def _nav(where, choices: dict) -> None:
+    b1, b2, b3 = where.columns([1, 1, 1.25])
+    b1.button("Back", on_click=_go, args=(-1,), shortcut="Left", width="stretch",
+              help="the previous scene (key: ←)")
+    b2.button("Next", on_click=_go, args=(1,), shortcut="Right", width="stretch", type="primary",
+              help="the next scene (key: →)")
+    with b3.popover("Scenes", icon=":material/tune:", help="choose the scenes and their order", width="stretch"):
+        st.session_state["p_pick"] = list(st.session_state["p_scenes"])
+        st.multiselect("Scenes, in the order shown", list(choices), key="p_pick", format_func=choices.get,
+                       on_change=_picked, help="showcases replay recorded runs; live scenes compute the attack "
+                                               "now; charts come from the run store")
+        st.caption("The link in the address bar keeps this list.")
+
+
+def _head(title: str, line: str, choices: dict) -> None:
+    head, nav = st.columns([4.6, 2.4])
+    head.title(title)
+    i, count = st.session_state["p_scene"], len(st.session_state["p_scenes"])
+    head.markdown(f'<div class="ld-why">{line} · scene {i + 1} of {count}</div>', unsafe_allow_html=True)
+    _nav(nav, choices)
+
+
+# ---------------------------------------------------------------- the page
 
 
 def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
     try:
-        store, rows = _scenes()
+        gallery = open_gallery()
+        rows = sorted(gallery.runs(limit=100), key=lambda r: r["id"])
     except LeakdemoError as e:
-        st.error(f"Presenter mode needs the recorded showcases: {e}")
-        return
-    if not rows:
-        st.error("The gallery holds no showcases (`python -m leakdemo record-gallery`).")
-        return
-    if "p_scene" not in st.session_state:
-        try:
-            st.session_state["p_scene"] = max(0, min(len(rows), int(st.query_params.get("scene", "1")) - 1))
-        except ValueError:
-            st.session_state["p_scene"] = 0
-        st.session_state["p_pos"] = 0.0
-    count = len(rows) + 1  # the showcases, then what a defense costs
-    if st.session_state["p_scene"] >= len(rows):
-        tradeoff_scene(count)
-        return
-    pace = TICK if st.session_state.get("p_pos", 0.0) < 1.0 else None
-    st.fragment(run_every=pace)(scene)(store.path, rows, pace)
+        st.warning(f"The recorded showcases are unavailable: {e}")
+        gallery, rows = None, []
+    choices = scene_choices(rows)
+    _init(rows, choices)
+    if st.session_state.get("p_problem"):
+        st.warning(f"Ignored from the link: {st.session_state.pop('p_problem')}.", icon=":material/link_off:")
+    code = st.session_state["p_scenes"][st.session_state["p_scene"]]
+    if code.startswith("live:"):
+        live_scene(code.split(":", 1)[1], choices)
+    elif code.startswith("sweep:"):
+        sweep_scene(code.split(":", 1)[1], choices)
+    else:
+        row = next(r for r in rows if f"g{r['id']}" == code)
+        p = _run(gallery.path, row["id"]).scenario.get("params", {})
+        _head(_sentence(_why(row)), f"{str(p.get('attack', '')).upper()} on {p.get('protocol')}, defense: "
+                                    f"<b>{p.get('defense')}</b> · recorded", choices)
+        pace = TICK if st.session_state.get("p_pos", 0.0) < 1.0 else None
+        st.fragment(run_every=pace)(showcase_body)(gallery.path, row["id"], pace)
 
 
-def _nav(count: int, where) -> None:
-    b1, b2 = where.columns(2)
-    b1.button("Back", on_click=_go, args=(-1, count), shortcut="Left", width="stretch",
-              help="the previous scene (key: ←)")
-    b2.button("Next", on_click=_go, args=(1, count), shortcut="Right", width="stretch", type="primary",
-              help="the next scene (key: →)")
-
-
-def tradeoff_scene(count: int) -> None:
-    """The last scene: the built-in DP sweep's chart, from the run store (run it once on the Trade-offs page)."""
-    from ..scenario import load
-    from ..store import open_store
-    from ..sweep import Sweep, SweepFinished, _from_store, parse_axis
-    from ..sweeps import sweeps
-    from .tradeoffs import strength_figure
-    head, nav = st.columns([5, 1.3])
-    head.title("What a defense costs: privacy against utility")
-    spec = sweeps()["sweep-dp-dlg"]
-    head.markdown(f'<div class="ld-why">{spec.title} · scene {count} of {count}</div>', unsafe_allow_html=True)
-    _nav(count, nav)
-    rows = st.session_state.get("p_sweep_rows")
-    if rows is None:
-        try:
-            base = load(spec.base, spec.set)
-            sweep = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds, store=open_store())
-            missing = sum(1 for t in sweep.tasks() if sweep.store is None or _from_store(sweep.store, t) is None)
-            if missing:
-                st.info(f"The run store lacks {missing} run(s) of this sweep: run it once on the Trade-offs page "
-                        "(about 5 minutes on a laptop); from then on this scene draws it at once.")
-                return
-            rows = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
-            st.session_state["p_sweep_rows"] = rows
-        except LeakdemoError as e:
-            st.info(f"The sweep cannot be drawn here: {e}")
-            return
-    fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True)
-    fig.update_layout(height=560, font=dict(size=18), title=None)
-    st.plotly_chart(fig, config={"displayModeBar": False})
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -109,44 +157,42 @@ def _run(path: str, run_id: int):
     return RunStore(path, read_only=True).load(run_id)
 
 
-def scene(path: str, rows, pace) -> None:
-    """One scene: its title, what it shows, the run replaying by itself, and the figures at the end. The
-    timer runs while the replay does (set by the full run; a change of pace is one full rerun)."""
-    i = st.session_state["p_scene"]
-    row = rows[i]
-    run = _run(path, row["id"])
+def _picture(originals: np.ndarray, images: np.ndarray, baseline=None, psnr=None) -> tuple[np.ndarray, str]:
+    """One or two images side by side, as large as the screen allows; more as rows or mosaics."""
+    if len(originals) <= 2 and baseline is None:
+        return (grid([[*originals, *images[:len(originals)]]], cell=320),
+                "left: the private data · right: what the server rebuilt")
+    where = "top: the private data · below: what the server rebuilt" + \
+        (" · bottom: the TBI baseline" if baseline is not None else "")
+    return pair_grid(originals, images, cell=160, width=720, baseline=baseline, psnr=psnr), where
+
+
+# ---------------------------------------------------------------- a recorded showcase
+
+
+def showcase_body(path: str, run_id: int, pace) -> None:
+    """The run replaying by itself, and the figures at the end. The timer runs while the replay does (set by
+    the full run; a change of pace is one full rerun)."""
+    run = _run(path, run_id)
     pos = st.session_state.get("p_pos", 0.0)
     if pace is not None:
         pos = min(1.0, pos + TICK / REPLAY_SECONDS)
     st.session_state["p_pos"] = pos
-    why = SHOWCASES[i].why if i < len(SHOWCASES) else ""
-    p = run.scenario.get("params", {})
-    head, nav = st.columns([5, 1.3])
-    head.title(f"{why[:1].upper()}{why[1:]}" if why else row["preset"])
-    head.markdown(f'<div class="ld-why">{p.get("attack", "").upper()} on {p.get("protocol")}, defense: '
-                  f'<b>{p.get("defense")}</b> · scene {i + 1} of {len(rows) + 1}</div>', unsafe_allow_html=True)
-    _nav(len(rows) + 1, nav)
     it, images = frame_at(run, pos)
     originals = shown_originals(run.started.originals, run.finished.metrics)
-    baseline = run.finished.baseline if pos >= 1.0 else None
+    final = pos >= 1.0
+    picture, where = _picture(originals, images, run.finished.baseline if final else None,
+                              run.finished.metrics.get("psnr_per_image") if final else None)
     left, right = st.columns([3, 1])
-    if len(originals) <= 2 and baseline is None:  # one or two images: side by side, as large as the screen allows
-        picture = grid([[*originals, *images[:len(originals)]]], cell=320)
-        where = "left: the private data · right: what the server rebuilt"
-    else:
-        picture = pair_grid(originals, images, cell=160, width=720, baseline=baseline,
-                            psnr=run.finished.metrics.get("psnr_per_image") if pos >= 1.0 else None)
-        where = "top: the private data · below: what the server rebuilt" + \
-            (" · bottom: the TBI baseline" if baseline is not None else "")
     left.image(picture, caption=f"{where} · iteration {it} of {run.finished.iterations}", clamp=True)
     m = run.finished.metrics
     if m.get("attack_accuracy") is not None:
-        right.metric("Attack accuracy", f"{m['attack_accuracy']:.0%}" if pos >= 1.0 else "…")
+        right.metric("Attack accuracy", f"{m['attack_accuracy']:.0%}" if final else "…")
         if m.get("baseline_attack_accuracy") is not None:
-            right.metric("TBI baseline", f"{m['baseline_attack_accuracy']:.0%}" if pos >= 1.0 else "…")
+            right.metric("TBI baseline", f"{m['baseline_attack_accuracy']:.0%}" if final else "…")
     else:
         right.metric("PSNR", f"{_psnr_at(run, pos):.1f} dB")
-        right.metric("SSIM", f"{m['ssim']:.2f}" if pos >= 1.0 else "…")
+        right.metric("SSIM", f"{m['ssim']:.2f}" if final else "…")
     right.metric("Run time", f"{run.finished.seconds:.0f} s")
     if (TICK if st.session_state["p_pos"] < 1.0 else None) != pace:
         st.rerun()
@@ -162,3 +208,124 @@ def _psnr_at(run, pos: float) -> float:
         if it <= target and v is not None:
             value = v
     return value
+
+
+# ---------------------------------------------------------------- a live run
+
+
+def _live_handle(preset: str):
+    live = st.session_state.get("p_live")
+    return live[1] if live is not None and live[0] == preset else None
+
+
+def _start_live(preset: str) -> None:
+    from ..scenario import from_preset
+    from .shared import run_pool, tab_alive
+    _leave_live()
+    st.session_state["p_live"] = (preset, run_pool().submit(from_preset(preset), alive=tab_alive()))
+
+
+def _leave_live() -> None:
+    """Moving on stops a live run still going: the next scene should not share the cores with it."""
+    live = st.session_state.pop("p_live", None)
+    if live is not None and not live[1].done:
+        live[1].stop()
+
+
+def _live_pace(handle) -> float | None:
+    if handle is None or handle.complete or handle.done:
+        return None
+    return LIVE_POLL if handle.status == "running" else QUEUED_POLL
+
+
+def live_scene(preset: str, choices: dict) -> None:
+    """The preset's attack computed now, in the server's worker pool, streaming into the scene; it starts when
+    the scene opens (Back / Next stop it) and can be run again."""
+    from ..device import describe_hardware
+    from ..scenario import presets
+    p = presets()[preset]
+    _head(f"Live: {p.title}", f"computed now on this machine ({describe_hardware()})", choices)
+    if _live_handle(preset) is None:
+        _start_live(preset)
+    handle = _live_handle(preset)
+    pace = _live_pace(handle)
+    st.fragment(run_every=pace)(live_body)(preset, pace)
+
+
+def live_body(preset: str, pace) -> None:
+    from .shared import run_pool
+    handle = _live_handle(preset)
+    if handle is None:  # the scene was left while this refresh was on its way
+        return
+    handle.poll()
+    with handle.lock:
+        status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
+    left, right = st.columns([3, 1])
+    if status == "failed":
+        left.error(f"The run could not complete: {error}")
+    elif started is None:
+        ahead = run_pool().position(handle) if status == "queued" else 0
+        left.info(f"Waiting for a free worker — {ahead} run(s) ahead." if status == "queued" and ahead
+                  else "Setting up: the client computes its update…")
+    else:
+        src = fin if fin is not None else latest
+        ids = (fin.metrics.get("sample_ids") if fin is not None else getattr(latest, "sample_ids", None))
+        originals = started.originals if ids is None else started.originals[np.asarray(ids)]
+        images = src.images if src is not None and src.images is not None else np.ones_like(originals)
+        picture, where = _picture(originals, images, getattr(fin, "baseline", None),
+                                  fin.metrics.get("psnr_per_image") if fin is not None else None)
+        it = fin.iterations if fin is not None else (latest.iteration if latest is not None else 0)
+        total = fin.iterations if fin is not None else (latest.total if latest is not None else "…")
+        left.image(picture, caption=f"{where} · iteration {it} of {total}", clamp=True)
+    if fin is not None:
+        m = fin.metrics
+        if m.get("attack_accuracy") is not None:
+            right.metric("Attack accuracy", f"{m['attack_accuracy']:.0%}")
+        else:
+            right.metric("PSNR", f"{m['psnr']:.1f} dB")
+            right.metric("SSIM", f"{m['ssim']:.2f}")
+        right.metric("Run time", f"{fin.seconds:.0f} s")
+    elif latest is not None:
+        right.metric("PSNR", "…" if latest.psnr is None else f"{latest.psnr:.1f} dB")
+        right.metric("Time", f"{latest.seconds:.0f} s")
+    if handle.done:
+        right.button("Run again", on_click=_start_live, args=(preset,), icon=":material/replay:", width="stretch")
+    if _live_pace(handle) != pace:
+        st.rerun()
+
+
+# ---------------------------------------------------------------- a trade-off chart
+
+
+def sweep_scene(name: str, choices: dict) -> None:
+    """A built-in sweep's chart, drawn from the run store (run it once on the Trade-offs page)."""
+    from ..scenario import load
+    from ..store import open_store
+    from ..sweep import Sweep, SweepFinished, _from_store, parse_axis
+    from ..sweeps import sweeps
+    from .tradeoffs import strength_figure
+    spec = sweeps()[name]
+    _head("What a defense costs: privacy against utility", spec.title, choices)
+    memo = st.session_state.setdefault("p_sweep_rows", {})
+    try:
+        base = load(spec.base, spec.set)
+        axes = [parse_axis(v, base) for v in spec.vary]
+        if name not in memo:
+            store = open_store()
+            if store is None:
+                st.info("The run store is turned off on this server (LEAKDEMO_STORE=off), so there is no "
+                        "recorded sweep to draw.")
+                return
+            sweep = Sweep(base, axes, seeds=spec.seeds, store=store)
+            missing = sum(1 for t in sweep.tasks() if _from_store(store, t) is None)
+            if missing:
+                st.info(f"The run store lacks {missing} run(s) of this sweep: run it once on the Trade-offs page "
+                        "(a few minutes on a laptop); from then on this scene draws it at once.")
+                return
+            memo[name] = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
+    except LeakdemoError as e:
+        st.info(f"The sweep cannot be drawn here: {e}")
+        return
+    fig = strength_figure(memo[name], [a.name for a in axes], axes[0].log)
+    fig.update_layout(height=560, font=dict(size=18), title=None)
+    st.plotly_chart(fig, config={"displayModeBar": False})
