@@ -65,3 +65,25 @@ def test_a_corrupt_store_is_a_message_on_the_page(tmp_path, monkeypatch):
     assert not at.exception
     assert any("is not a SQLite database" in w.value for w in at.warning)
     assert bad.read_text() == "not a database"
+
+
+def test_the_chart_shows_what_the_best_trade_offs_give_away():
+    """The Pareto front's points and the undefended one carry their reconstruction on the chart."""
+    import numpy as np
+
+    from leakdemo.dashboard.tradeoffs import tradeoff_figure
+
+    def row(i, acc, psnr, undefended=False):
+        pic = np.full((8, 8, 3), i / 10, dtype=np.float32)
+        return {"index": i, "label": "no defense" if undefended else f"p{i}", "undefended": undefended,
+                "dp_sigma": None if undefended else 10.0 ** -i, "runs": 1, "psnr": psnr, "psnr_range": [psnr, psnr],
+                "test_accuracy": acc, "attack_accuracy": None, "privacy": "ε = ∞", "thumbnail": [pic],
+                "originals": [pic]}
+    rows = [row(0, 0.95, 90.0, True), row(1, 0.95, 40.0), row(2, 0.9, 10.0), row(3, 0.5, 30.0), row(4, 0.2, 5.0)]
+    fig = tradeoff_figure(rows, ["dp_sigma"])
+    placed = sorted((round(im.x, 2), round(im.yanchor == "bottom" and im.y, 1)) for im in fig.layout.images)
+    # front (lower-right is better): 0.95/40, 0.9/10, 0.2/5; plus the undefended star; 0.5/30 is dominated
+    assert [p[0] for p in placed] == [0.2, 0.9, 0.95, 0.95]
+    assert all(im.source.startswith("data:image/png;base64,") for im in fig.layout.images)
+    lo, hi = fig.layout.yaxis.range
+    assert lo < 5 and hi > 90 + 0.16 * 85  # every thumbnail fits inside the chart

@@ -76,8 +76,8 @@ def _init_from_query() -> None:
     st.session_state["t_problems"] = problems
 
 
-def _controls() -> tuple[dict, str | None]:
-    """The sidebar; returns the sweep's description (for the URL and the Sweep) and a problem, if any."""
+def _controls() -> dict:
+    """The sidebar; returns the sweep's description (for the URL and the Sweep)."""
     names = list(sweeps()) + [CUSTOM]
     sb = st.sidebar
     sb.header("What to sweep")
@@ -87,7 +87,7 @@ def _controls() -> tuple[dict, str | None]:
     if name != CUSTOM:
         spec = sweeps()[name]
         sb.caption(spec.description)
-        return {"sweep": name}, None
+        return {"sweep": name}
     preset = sb.selectbox("Scenario (preset)", list(presets()), key="t_preset",
                           format_func=lambda n: f"{n} — {presets()[n].title}")
     protocol = presets()[preset].params.get("protocol", "fedsgd")
@@ -106,7 +106,7 @@ def _controls() -> tuple[dict, str | None]:
     if extra:
         sb.caption("Also set by the link: " + ", ".join(f"`{k}={v}`" for k, v in extra.items()))
     return {"sweep": CUSTOM, "preset": preset, "defense": defense, "vary": st.session_state["t_vary"],
-            "seeds": seeds, **extra}, None
+            "seeds": seeds, **extra}
 
 
 def _new_defense() -> None:
@@ -213,6 +213,7 @@ def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
         pts = sorted((utility_of(r)[1], r[key]) for r in usable if r["index"] in front)
         fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", name="Pareto front",
                                  line=dict(color="black", width=1, dash="dot"), hoverinfo="skip"))
+    _thumbnails(fig, usable, [r for r in usable if r["index"] in front or r["undefended"]], key)
     uname = utility_of(usable[0])[0] if usable else "test_accuracy"
     better = "lower-left" if uname == "training_loss" else "lower-right"
     fig.update_layout(title=f"Privacy against utility ({better} is better; click a point)", height=420,
@@ -220,6 +221,26 @@ def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
                       yaxis_title="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -> None:
+    """What the attack rebuilt, drawn on the chart above each point of the Pareto front and the undefended
+    point: the best trade-offs and what each still gives away, readable at a glance. (Plotly's hover labels
+    hold text only; a click on any point shows its reconstructions in full below the chart.)"""
+    shown = [r for r in shown if r.get("thumbnail") is not None]
+    if not shown:
+        return
+    xs = [utility_of(r)[1] for r in rows]
+    ys = [v for r in rows for v in ([r[key]] + list(r.get("psnr_range") or [] if key == "psnr" else []))]
+    span_x, span_y = max(max(xs) - min(xs), 0.05), max(max(ys) - min(ys), 1e-3)
+    for r in shown:
+        url, _ = png_once(("chart", r["index"], r["runs"]), lambda r=r: _small(r["thumbnail"][0]),
+                          memo_name="chart_thumbs", limit=80)
+        fig.add_layout_image(source=url, x=utility_of(r)[1], y=r[key] + 0.04 * span_y, xref="x", yref="y",
+                             sizex=0.09 * span_x, sizey=0.16 * span_y, xanchor="center", yanchor="bottom",
+                             sizing="contain", layer="above")
+    fig.update_xaxes(range=[min(xs) - 0.08 * span_x, max(xs) + 0.08 * span_x])
+    fig.update_yaxes(range=[min(ys) - 0.08 * span_y, max(ys) + 0.28 * span_y])
 
 
 def _error(rs, key):
@@ -286,7 +307,7 @@ def main() -> None:
                 "ε where the defense is a differential-privacy mechanism.")
     for msg in st.session_state.pop("t_problems", []):
         st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon=":material/link_off:")
-    spec, _ = _controls()
+    spec = _controls()
     query = {k: str(v) for k, v in spec.items()}
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
@@ -329,7 +350,8 @@ def sweep_panel(pace) -> None:
               "failed": "Failed"}[job.status]
     st.progress(min(1.0, job.done_runs / total),
                 text=f"{status}: {job.done_runs}/{job.total_runs} runs ({job.cached} from the run store), "
-                     f"{len(rows)} point(s) done in {job.seconds:.0f} s{eta}")
+                     f"{len(rows)} point(s) done in {job.seconds:.0f} s{eta}"
+                     + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else ""))
     if job.error:
         st.error(job.error)
     if rows:
