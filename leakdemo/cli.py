@@ -195,6 +195,34 @@ def cmd_run(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- fidelity
+
+
+def cmd_fidelity(args) -> int:
+    from .fidelity import checks, run_check, table
+    from .store import open_store
+    todo = checks(args.quick, [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None)
+    store = open_store()
+    results = []
+    print(f"leakdemo fidelity — {len(todo)} check(s){' (quick)' if args.quick else ''}; runs already in the run "
+          "store are replayed from it", flush=True)
+    for c in todo:
+        r = run_check(c, store, args.fresh)
+        results.append(r)
+        from_store = f", {r.replayed} of {len(c.runs)} run(s) from the store" if r.replayed else ""
+        print(f"  {c.name:<22} {r.verdict:<10} {r.ours}  ({r.seconds:.0f} s{from_store})", flush=True)
+    report = table(results)
+    print()
+    print(report)
+    counts = {v: sum(r.verdict == v for r in results) for v in ("reproduced", "partly", "not")}
+    print(f"\n{counts['reproduced']} reproduced, {counts['partly']} partly, {counts['not']} not")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(report + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
 # ---------------------------------------------------------------- bench
 
 
@@ -471,6 +499,11 @@ def main(argv=None) -> int:
     p.add_argument("rest", nargs="*", metavar="ID [DIR]")
     p.add_argument("--limit", type=int, default=50, help="list: how many of the newest runs")
     p.add_argument("--json", action="store_true", help="list: as JSON")
+    p = sub.add_parser("fidelity", help="one check per paper claim: the paper's figure beside ours, and a verdict")
+    p.add_argument("--quick", action="store_true", help="the checks that fit in ~10 minutes on a 2-core CPU")
+    p.add_argument("--only", help="comma-separated check names (see the table's first column)")
+    p.add_argument("--fresh", action="store_true", help="compute every run even when the run store holds it")
+    p.add_argument("--out", metavar="FILE", help="also write the table (Markdown) here")
     p = sub.add_parser("bench", help="speed and fidelity table of the standard presets on this machine")
     p.add_argument("presets", nargs="*", metavar="PRESET")
     p.add_argument("--set", action="append", metavar="NAME=VALUE")
@@ -479,7 +512,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
     try:
-        return {"list": cmd_list, "run": cmd_run, "runs": cmd_runs, "sweep": cmd_sweep, "record-gallery": cmd_record_gallery, "bench": cmd_bench}[args.cmd](args)
+        return {"list": cmd_list, "run": cmd_run, "runs": cmd_runs, "sweep": cmd_sweep, "record-gallery": cmd_record_gallery, "bench": cmd_bench,
+                "fidelity": cmd_fidelity}[args.cmd](args)
     except LeakdemoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
