@@ -199,7 +199,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_fidelity(args) -> int:
-    from .fidelity import checks, run_check, table
+    from .fidelity import NOT, PARTLY, REPRODUCED, checks, run_check, table
     from .store import open_store
     todo = checks(args.quick, [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None)
     store = open_store()
@@ -214,8 +214,8 @@ def cmd_fidelity(args) -> int:
     report = table(results)
     print()
     print(report)
-    counts = {v: sum(r.verdict == v for r in results) for v in ("reproduced", "partly", "not")}
-    print(f"\n{counts['reproduced']} reproduced, {counts['partly']} partly, {counts['not']} not")
+    count = {v: sum(r.verdict == v for r in results) for v in (REPRODUCED, PARTLY, NOT)}
+    print(f"\n{count[REPRODUCED]} reproduced, {count[PARTLY]} partly, {count[NOT]} not")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             fh.write(report + "\n")

@@ -233,7 +233,7 @@ def _leave_live() -> None:
 
 
 def _live_pace(handle) -> float | None:
-    if handle is None or handle.complete or handle.done:
+    if handle is None or handle.done:  # the scene needs no downloads: done is the end
         return None
     return LIVE_POLL if handle.status == "running" else QUEUED_POLL
 
