@@ -6,21 +6,37 @@ a component may give a shared parameter its own default.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 
-from .attacks.dlg import dlg, idlg
-from .attacks.agic import agic
-from .attacks.cafe import cafe
-from .attacks.dlm import dlm, dlm_plus
-from .attacks.invgrad import invgrad
-from .attacks.pli import pli, tbi
-from .attacks.simulation import invgrad_fedavg
+from . import settings
 from .errors import ParamError
-from .data import SOURCE_HELP, SOURCES, TORCHVISION_SETS
-from .models import MODEL_HELP, MODELS
 from .params import Component, Param
-from . import identities
-from .protocols import distillation, fedavg, fedsgd, vfl
+from .settings import MODEL_HELP, MODELS, SOURCE_HELP, SOURCES, TORCHVISION_SETS
+
+
+class Implementation:
+    """A function of the engine, named here and imported on its first call. The catalog lists every
+    protocol and attack without loading them: the web server, which only validates and describes, never
+    imports torch (about 500 MB); the worker processes that run them do."""
+
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def __call__(self, *args, **kwargs):
+        return getattr(importlib.import_module(self.module), self.name)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+def _attack(module: str, name: str | None = None) -> Implementation:
+    return Implementation(f"leakdemo.attacks.{module}", name or module)
+
+
+def _simulation(protocol_module: str) -> Implementation:
+    return Implementation(f"leakdemo.protocols.{protocol_module}", "simulate")
+
 
 DLG_PAPER = "Zhu, Liu, Han. Deep Leakage from Gradients. NeurIPS 2019"
 IDLG_PAPER = "Zhao, Mopuri, Bilen. iDLG: Improved Deep Leakage from Gradients. 2020"
@@ -84,7 +100,7 @@ PROTOCOLS = {
                   low=1, high=64, group="protocol", defends=True),
             _WARMUP,
         ),
-        payload="gradients", run=fedsgd.simulate, receives=fedsgd.describe, paper=FEDAVG_PAPER,
+        payload="gradients", run=_simulation("fedsgd"), receives=settings.fedsgd_receives, paper=FEDAVG_PAPER,
     ),
     "fedavg": Component(
         "protocol", "fedavg", "FedAvg — shared model updates",
@@ -107,7 +123,8 @@ PROTOCOLS = {
                   "different images)", group="protocol"),
             _WARMUP,
         ),
-        payload="weights", run=fedavg.simulate, receives=fedavg.describe, paper=FEDAVG_PAPER, check=fedavg.check,
+        payload="weights", run=_simulation("fedavg"), receives=settings.fedavg_receives, paper=FEDAVG_PAPER,
+        check=settings.fedavg_check,
     ),
     "vfl": Component(
         "protocol", "vfl", "Vertical FL — parties hold slices of every sample",
@@ -119,7 +136,7 @@ PROTOCOLS = {
             Param("n_samples", "int", 200, "private training samples N (every one is a reconstruction target)",
                   low=2, high=2000, group="protocol", label="Training samples N"),
             Param("worker_model", "choice", "slim", "each worker's bottom model: " + "; ".join(
-                f"{k} = {v}" for k, v in vfl.WORKER_MODEL_HELP.items()), choices=vfl.WORKER_MODELS, group="model",
+                f"{k} = {v}" for k, v in settings.WORKER_MODEL_HELP.items()), choices=settings.WORKER_MODELS, group="model",
                 paper=CAFE_PAPER, label="Worker model"),
             Param("model_width", "int", 32, "conv channels of the slim worker model (more channels: a first-FC "
                   "input that pins the image down better)", low=1, high=256, group="model", label="Conv channels"),
@@ -134,7 +151,7 @@ PROTOCOLS = {
                   "model stays fixed, the strongest attack; larger steps blur the equations)", low=0.0, high=0.1,
                   group="protocol", defends=True, paper=CAFE_PAPER, label="Training learning rate"),
         ),
-        payload="gradients", run=vfl.simulate, receives=vfl.describe, paper=CAFE_PAPER, check=vfl.check,
+        payload="gradients", run=_simulation("vfl"), receives=settings.vfl_receives, paper=CAFE_PAPER, check=settings.vfl_check,
     ),
 }
 
@@ -169,7 +186,8 @@ _LOGIT_PARAMS = (
 
 def _logit_protocol(name: str, title: str, summary: str, paper: str) -> Component:
     return Component("protocol", name, title, summary, params=_LOGIT_PARAMS, payload="logits",
-                     run=distillation.simulate, receives=distillation.describe, paper=paper, check=identities.check)
+                     run=_simulation("distillation"), receives=settings.logits_receives, paper=paper,
+                     check=settings.logits_check)
 
 
 PROTOCOLS.update({
@@ -253,14 +271,14 @@ ATTACKS = {
         "attack", "dlg", "DLG — Deep Leakage from Gradients",
         "Optimises a dummy image and a soft label until their gradient matches the shared one (L2, L-BFGS).",
         params=_LBFGS_PARAMS, paper=DLG_PAPER, protocols=("fedsgd", "vfl"), knowledge=_GRADIENT_KNOWLEDGE,
-        run=dlg,
+        run=_attack("dlg"),
     ),
     "idlg": Component(
         "attack", "idlg", "iDLG — improved DLG",
         "Reads the label off the last layer's gradient (exact for one image), then matches the image only.",
         params=_LBFGS_PARAMS, paper=IDLG_PAPER, protocols=("fedsgd",),
         knowledge=_GRADIENT_KNOWLEDGE + ("that the loss is cross-entropy (its sign pattern reveals the label)",),
-        run=idlg,
+        run=_attack("dlg", "idlg"),
     ),
     "invgrad": Component(
         "attack", "invgrad", "Inverting Gradients",
@@ -275,7 +293,7 @@ ATTACKS = {
         ),
         paper=IG_PAPER, protocols=("fedsgd",),
         knowledge=_GRADIENT_KNOWLEDGE + ("the labels, inferred from the last layer's gradient",),
-        run=invgrad,
+        run=_attack("invgrad"),
     ),
     "dlm": Component(
         "attack", "dlm", "DLM — Deep Leakage from Model",
@@ -288,7 +306,7 @@ ATTACKS = {
         ),
         paper=DLM_PAPER, protocols=("fedavg",),
         knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the scale k stands in for 1/η",),
-        run=dlm,
+        run=_attack("dlm"),
     ),
     "dlm-plus": Component(
         "attack", "dlm-plus", "DLM+ — normalised model leakage",
@@ -302,7 +320,7 @@ ATTACKS = {
         ),
         paper=DLM_PAPER, protocols=("fedavg",),
         knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the normalisation removes it",),
-        run=dlm_plus,
+        run=_attack("dlm", "dlm_plus"),
     ),
     "agic": Component(
         "attack", "agic", "AGIC — approximate gradient inversion",
@@ -327,7 +345,7 @@ ATTACKS = {
         ),
         paper=AGIC_PAPER, protocols=("fedavg",), needs=("local_lr", "local_steps", "minibatch_size"),
         knowledge=_WEIGHT_KNOWLEDGE + ("the labels, inferred from the last layer's part of each update",),
-        run=agic,
+        run=_attack("agic"),
     ),
     "invgrad-fedavg": Component(
         "attack", "invgrad-fedavg", "Simulation (Inverting Gradients on FedAvg)",
@@ -342,7 +360,7 @@ ATTACKS = {
         paper=IG_PAPER, protocols=("fedavg",), needs=("local_lr", "local_steps", "minibatch_size", "momentum"),
         knowledge=_WEIGHT_KNOWLEDGE + ("the labels, inferred from the last layer's part of each update "
                                        "(dealt to the local steps in sorted order)",),
-        run=invgrad_fedavg,
+        run=_attack("simulation", "invgrad_fedavg"),
     ),
     "cafe": Component(
         "attack", "cafe", "CAFE — catastrophic data leakage in vertical FL",
@@ -382,7 +400,7 @@ ATTACKS = {
         knowledge=("the whole model and its weights (it runs the top model; the workers' gradients update theirs)",
                    "the workers' gradients for every batch (after any defense)",
                    "which sample indices each batch holds — it chooses them (data index alignment)"),
-        run=cafe, check=cafe_check,
+        run=_attack("cafe"), check=cafe_check,
     ),
     "pli": Component(
         "attack", "pli", "PLI — paired-logits inversion",
@@ -408,7 +426,7 @@ ATTACKS = {
         knowledge=("every client's logits on the public images, every round (after any defense)",
                    "the public images, and which classes are the private targets",
                    "its own model's logits on the public images"),
-        run=pli,
+        run=_attack("pli"),
     ),
     "tbi": Component(
         "attack", "tbi", "TBI — training-based inversion (baseline)",
@@ -418,7 +436,7 @@ ATTACKS = {
         params=_INVERSION_PARAMS, paper=TBI_PAPER, protocols=LOGIT_PROTOCOLS,
         knowledge=("every client's logits on the public images, every round (after any defense)",
                    "the public images, and which classes are the private targets"),
-        run=tbi,
+        run=_attack("pli", "tbi"),
     ),
 }
 
@@ -512,7 +530,7 @@ def components(protocol: str, attack: str, defense: str) -> tuple[Component, Com
 def private_images(p) -> int:
     """How many private images a scenario's client holds (what the attack must rebuild)."""
     if p["protocol"] == "fedavg":
-        return fedavg.local_images(p)
+        return settings.local_images(p)
     if p["protocol"] in LOGIT_PROTOCOLS:
         return p["target_classes"]
     return p["n_samples"] if p["protocol"] == "vfl" else p["batch_size"]

@@ -9,21 +9,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from .errors import LeakdemoError, ParamError
+from .settings import SOURCES
 
-SOURCES = ("samples", "digits", "faces", "folder", "torchvision")
-SOURCE_HELP = {
-    "samples": "the photos scikit-image ships (astronaut, coffee, rocket, ...), by name",
-    "digits": "scikit-learn's 8×8 handwritten digits, upsampled (an MNIST stand-in), by index",
-    "faces": "the 100 face crops of scikit-image's lfw_subset, by index",
-    "folder": "your own image folder on disk (sub-folders are classes), by file name",
-    "torchvision": "a torchvision dataset already on disk under data_root (never downloaded), by index",
-}
-TORCHVISION_SETS = ("CIFAR10", "CIFAR100", "MNIST", "FashionMNIST", "SVHN")
+if TYPE_CHECKING:
+    import torch
+
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff")
 MAX_PIXELS = 40_000_000  # refuse decompression bombs
 
@@ -45,6 +40,13 @@ class Batch:
     labels: torch.Tensor  # (B,) long
     names: list[str]
     keys: list[str] | None = None  # the source's own item names (what `images` takes)
+
+
+def _batch(images: list[np.ndarray], labels, names: list[str], keys: list[str] | None = None) -> Batch:
+    """Stacks arrays into a Batch. Torch is imported here, where tensors are made, and nowhere else in this
+    module: the web server reads photos and checks uploads with it without loading torch."""
+    import torch
+    return Batch(torch.from_numpy(np.stack(images)), torch.as_tensor(np.asarray(labels, dtype=np.int64)), names, keys)
 
 
 # ---------------------------------------------------------------- preprocessing
@@ -224,7 +226,7 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, cou
         if len(uploads) < bs:
             raise ParamError(count_name, f"is {bs} but only {len(uploads)} image(s) were uploaded")
         imgs = [to_square_rgb(a, size) for _, a in uploads[:bs]]
-        return Batch(torch.from_numpy(np.stack(imgs)), torch.arange(bs) % classes, [n for n, _ in uploads[:bs]])
+        return _batch(imgs, np.arange(bs) % classes, [n for n, _ in uploads[:bs]])
     source = p["data"]
     names = item_names(source, p)
     wanted = [s.strip() for s in str(p.get("images", "")).split(",") if s.strip()]
@@ -242,8 +244,7 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, cou
     rest = [n for n in names if n not in wanted]
     keys = wanted + [rest[i] for i in rng.permutation(len(rest))[: bs - len(wanted)]]
     items = [load_item(source, k, p) for k in keys]
-    return Batch(torch.from_numpy(np.stack([i[0] for i in items])),
-                 torch.tensor([i[1] for i in items], dtype=torch.long), [i[2] for i in items], keys)
+    return _batch([i[0] for i in items], [i[1] for i in items], [i[2] for i in items], keys)
 
 
 def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
@@ -261,12 +262,11 @@ def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
             crop = full[:, y:y + big // 2, x:x + big // 2]
             imgs.append(crop if rng.random() < 0.5 else crop[:, :, ::-1].copy())
             labels.append(available_samples().index(name) % p["num_classes"])
-        return Batch(torch.from_numpy(np.stack(imgs)), torch.tensor(labels), [])
+        return _batch(imgs, labels, [])
     names = [k for k in item_names(source, p) if k not in exclude]
     keys = [names[i] for i in rng.choice(len(names), size=min(n, len(names)), replace=False)]
     items = [load_item(source, k, p) for k in keys]
-    return Batch(torch.from_numpy(np.stack([i[0] for i in items])),
-                 torch.tensor([i[1] for i in items], dtype=torch.long), [])
+    return _batch([i[0] for i in items], [i[1] for i in items], [])
 
 
 def load_dataset(p: dict, n: int, uploads=None, count_name: str = "n_samples") -> Batch:
@@ -290,7 +290,7 @@ def load_dataset(p: dict, n: int, uploads=None, count_name: str = "n_samples") -
         imgs.append(full[:, y:y + size, x:x + size])
         labels.append(names.index(name) % p["num_classes"])
         titles.append(f"{name} crop {i // len(photos)}")
-    return Batch(torch.from_numpy(np.stack(imgs)), torch.tensor(labels, dtype=torch.long), titles)
+    return _batch(imgs, labels, titles)
 
 
 # ---------------------------------------------------------------- uploads

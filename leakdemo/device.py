@@ -1,26 +1,82 @@
-"""Choosing where to compute: auto | cpu | cuda, with a clear message when CUDA is asked for but absent."""
+"""Choosing where to compute: auto | cpu | cuda, with a clear message when CUDA is asked for but absent.
+
+The machine's facts (is there CUDA, what to call the hardware) come from torch. The web server never
+imports torch (about 500 MB): its worker processes do, and report the facts when they are ready
+(`expect_report` / `learn`). Everything else (CLI, workers, tests) asks torch directly.
+"""
 from __future__ import annotations
 
-import torch
+import os
+import sys
+import threading
 
 from .errors import ParamError
 
+REPORT_TIMEOUT = 180.0  # seconds to wait for the workers' report before asking torch here after all
+
+_learned: dict | None = None
+_reported = threading.Event()
+_expecting = False
+
+
+def expect_report() -> None:
+    """This process's workers will report the facts (the dashboard's pool): wait for them, not for torch."""
+    global _expecting
+    _expecting = True
+
+
+def learn(facts: dict) -> None:
+    global _learned
+    if _learned is None:
+        _learned = dict(facts)
+        _reported.set()
+
+
+def measure() -> dict:
+    """{"cuda": bool, "hardware": str}, asked of torch in this process."""
+    import torch
+    cuda = torch.cuda.is_available()
+    hardware = f"CUDA: {torch.cuda.get_device_name(0)}" if cuda else f"CPU only ({os.cpu_count() or 1} cores)"
+    return {"cuda": cuda, "hardware": hardware}
+
+
+def facts(wait: bool = True) -> dict | None:
+    """The machine's facts; None when they are still awaited from the workers and `wait` is False."""
+    if _learned is not None:
+        return _learned
+    if _expecting and "torch" not in sys.modules:
+        if not wait:
+            return None
+        if _reported.wait(REPORT_TIMEOUT):
+            return _learned
+    return _learn_here()
+
+
+def _learn_here() -> dict:
+    learn(measure())
+    return _learned
+
 
 def cuda_available() -> bool:
-    return torch.cuda.is_available()
+    return facts()["cuda"]
 
 
 def describe_hardware() -> str:
-    if cuda_available():
-        return f"CUDA: {torch.cuda.get_device_name(0)}"
-    return f"CPU only ({torch.get_num_threads()} threads)"
+    return facts()["hardware"]
 
 
-def resolve_device(choice: str) -> torch.device:
+def device_name(choice: str) -> str:
+    """'cpu' or 'cuda' for a device choice (what the run store keys on), without importing torch."""
     if choice == "cuda":
         if not cuda_available():
             raise ParamError("device", "cuda is not available on this machine; allowed here: auto, cpu")
-        return torch.device("cuda")
+        return "cuda"
     if choice == "auto":
-        return torch.device("cuda" if cuda_available() else "cpu")
-    return torch.device("cpu")
+        return "cuda" if cuda_available() else "cpu"
+    return "cpu"
+
+
+def resolve_device(choice: str):
+    """The torch.device to compute on (in the processes that compute)."""
+    import torch
+    return torch.device(device_name(choice))

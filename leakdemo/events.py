@@ -80,3 +80,18 @@ def to_json(event) -> dict[str, Any]:
         metrics = d.pop("metrics")
         d = {"event": "finished", **metrics, **{k: v for k, v in d.items() if k != "event"}}
     return d
+
+
+class Thinned:
+    """A list that keeps at most `cap` items by dropping every other one when full."""
+
+    def __init__(self, cap: int):
+        self.cap, self.items, self.stride, self._n = cap, [], 1, 0
+
+    def offer(self, item, force: bool = False) -> None:
+        if force or self._n % self.stride == 0:
+            self.items.append(item)
+            if len(self.items) > self.cap:
+                self.items = self.items[::2]
+                self.stride *= 2
+        self._n += 1

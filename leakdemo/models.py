@@ -11,14 +11,7 @@ import math
 import torch
 from torch import nn
 
-MODELS = ("lenet", "mlp", "convnet", "resnet")
-MODEL_HELP = {
-    "lenet": "DLG's LeNet: 3 sigmoid conv layers (12 channels, 5×5, strides 2/2/1) and one linear layer",
-    "mlp": "a multilayer perceptron with sigmoid hidden layers",
-    "convnet": "a small ReLU ConvNet (3 conv layers, widths w, 2w, 4w) — where Inverting Gradients works",
-    "resnet": "a small ResNet (BasicBlocks, configurable depth and width, BatchNorm)",
-}
-
+from .settings import MODELS
 
 class LeNet(nn.Module):
     """The LeNet variant of Deep Leakage from Gradients (Zhu et al., 2019)."""

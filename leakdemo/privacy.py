@@ -10,8 +10,12 @@ and we say so rather than invent an ε.
 """
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
+import sys
 import warnings
+from functools import lru_cache
 
 DEFAULT_DELTA = 1e-5
 
@@ -54,15 +58,34 @@ def guarantee(p: dict) -> dict:
 
 
 def epsilon(noise_multiplier: float, steps: int, delta: float) -> float:
-    """ε of `steps` Gaussian mechanisms with this noise multiplier, composed by Opacus's RDP accountant."""
-    from opacus.accountants import RDPAccountant
-    acc = RDPAccountant()
-    acc.history = [(noise_multiplier, 1.0, steps)]
+    """ε of `steps` Gaussian mechanisms with this noise multiplier, composed by Opacus's RDP accountant
+    (exactly what `RDPAccountant.get_epsilon` computes for a history of one entry, sample rate 1)."""
+    rdp = _opacus_rdp()
     # the default orders reach 63; tiny ε at huge noise wants smaller orders, huge ε larger ones
     orders = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)) + [128, 256, 512, 1024, 4096, 16384]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "optimal order is the smallest/largest alpha": the bound still holds
-        return float(acc.get_epsilon(delta, alphas=orders))
+        curve = rdp.compute_rdp(q=1.0, noise_multiplier=noise_multiplier, steps=steps, orders=orders)
+        eps, _ = rdp.get_privacy_spent(orders=orders, rdp=curve, delta=delta)
+    return float(eps)
+
+
+@lru_cache(maxsize=1)
+def _opacus_rdp():
+    """Opacus's RDP analysis module (`opacus.accountants.analysis.rdp`, numpy and scipy only), the code
+    behind its RDPAccountant. Loaded from its file: `import opacus…` first runs `opacus/__init__`, which
+    imports torch — 500 MB that the web server (it draws the Trade-offs page and its ε) never needs."""
+    name = "opacus.accountants.analysis.rdp"
+    if name in sys.modules:  # opacus is loaded here already (a worker, the CLI)
+        return sys.modules[name]
+    spec = importlib.util.find_spec("opacus")  # locates the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("opacus is not installed (it computes ε): run make run or make test to set up")
+    path = os.path.join(spec.submodule_search_locations[0], "accountants", "analysis", "rdp.py")
+    module_spec = importlib.util.spec_from_file_location("leakdemo_opacus_rdp", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
 
 
 def describe(g: dict) -> str:

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from . import catalog, metrics
-from .device import resolve_device
+from .device import device_name, resolve_device
 from .errors import LeakdemoError
-from .events import Failed, Finished, Progress, Started
+from .events import Failed, Finished, Progress, Started, Thinned
 from .scenario import Scenario
 
 EVAL_INTERVAL = 0.1  # seconds between scored snapshots (every step when steps are slower)
@@ -62,21 +62,6 @@ def _active_defenses(s: Scenario) -> list[str]:
         if p.defends and s[p.name] != p.default:
             out.append(f"{p.name}={s[p.name]} ({p.help})")
     return out
-
-
-class Thinned:
-    """A list that keeps at most `cap` items by dropping every other one when full."""
-
-    def __init__(self, cap: int):
-        self.cap, self.items, self.stride, self._n = cap, [], 1, 0
-
-    def offer(self, item, force: bool = False) -> None:
-        if force or self._n % self.stride == 0:
-            self.items.append(item)
-            if len(self.items) > self.cap:
-                self.items = self.items[::2]
-                self.stride *= 2
-        self._n += 1
 
 
 class Run:
@@ -124,7 +109,7 @@ class Run:
 
     def key(self) -> str:
         from .store import scenario_key
-        return scenario_key(dict(self.scenario.params), str(resolve_device(self.scenario["device"])), self.uploads)
+        return scenario_key(dict(self.scenario.params), device_name(self.scenario["device"]), self.uploads)
 
     def _replay(self, run_id: int) -> Iterator:
         """A recorded run's Started and Finished, as they were (images as 8-bit PNG)."""

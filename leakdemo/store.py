@@ -57,7 +57,7 @@ class StoreError(LeakdemoError):
 
 def default_path() -> str | None:
     """$LEAKDEMO_STORE (a file; 'off' turns the store off), else runs.sqlite in leakdemo's cache folder."""
-    from .lpips_weights import cache_dir
+    from .settings import cache_dir
     env = os.environ.get("LEAKDEMO_STORE")
     if env is not None and env.strip().lower() in OFF:
         return None
@@ -68,9 +68,9 @@ def default_path() -> str | None:
 def code_version() -> str:
     """A digest of the engine's source (not the dashboard's) and of torch's version: results computed by
     other code are never served as ours."""
-    import torch
+    from importlib.metadata import version
     root = os.path.dirname(os.path.abspath(__file__))
-    h = hashlib.sha256(torch.__version__.encode())
+    h = hashlib.sha256(version("torch").encode())  # read without importing torch (the web server never does)
     paths = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in ("dashboard", "__pycache__")]  # pruned while walking

@@ -309,7 +309,7 @@ def run_task(task: Task, stop_event=None) -> dict:
     from .runner import Run
     from .scenario import Scenario
     from .store import _thin, keyframe_cap, scenario_key
-    from .device import resolve_device
+    from .device import device_name
     sc = Scenario(task.params, task.preset)
     run = Run(sc, source="sweep", stop_event=stop_event)
     started = finished = None
@@ -325,7 +325,7 @@ def run_task(task: Task, stop_event=None) -> dict:
     if finished is None:
         return {**base, "run": {"seed": task.seed, "image": task.image, "error": error or "no result"}}
     out = {**base, "run": _scored(task, finished, started, None)}
-    key = scenario_key(task.params, str(resolve_device(task.params["device"])))
+    key = scenario_key(task.params, device_name(task.params["device"]))
     out["record"] = {"key": key, "scenario": sc.to_dict(), "started": started, "finished": finished,
                      "keyframes": _thin(run.keyframes.items, keyframe_cap(finished.images))}
     if task.with_utility:
@@ -353,9 +353,9 @@ def _scored(task: Task, finished, started, run_id) -> dict:
 
 
 def _from_store(store, task: Task) -> dict | None:
-    from .device import resolve_device
+    from .device import device_name
     from .store import scenario_key
-    key = scenario_key(task.params, str(resolve_device(task.params["device"])))
+    key = scenario_key(task.params, device_name(task.params["device"]))
     run_id = store.find(key)
     if run_id is None:
         return None

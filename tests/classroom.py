@@ -206,6 +206,15 @@ def tree_rss_mb(pid: int) -> dict:
     return out
 
 
+def pss_mb(pid: int) -> float:
+    """Proportional set size (MB): shared pages counted once across the processes sharing them."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("Pss:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+
+
 def _memory(browser, url, proc, seconds: int) -> dict:
     """Idle RSS, then one long CAFE run sampled every 10 s: is the busy worker flat after warm-up?"""
     page = browser.new_page()
@@ -214,6 +223,7 @@ def _memory(browser, url, proc, seconds: int) -> dict:
     wait_until_warm(page)
     time.sleep(5)
     idle = tree_rss_mb(proc.pid)
+    idle_pss = sum(pss_mb(p) for p in idle)
     page.get_by_role("button", name="Run attack").click()
     samples = []
     t0 = time.time()
@@ -223,7 +233,8 @@ def _memory(browser, url, proc, seconds: int) -> dict:
     page.get_by_role("button", name="Stop").click()
     page.close()
     warm = samples[len(samples) // 5:]  # after the first fifth of the run
-    return {"idle_total_mb": round(sum(idle.values())), "idle_server_mb": round(idle.get(proc.pid, 0)),
+    return {"idle_total_mb": round(sum(idle.values())), "idle_total_pss_mb": round(idle_pss),
+            "idle_server_mb": round(idle.get(proc.pid, 0)),
             "idle_per_worker_mb": sorted(round(v) for k, v in idle.items() if k != proc.pid),
             "busy_worker_mb": samples, "after_warmup_spread_pct":
             round(100 * (max(warm) - min(warm)) / min(warm), 1) if warm else None}

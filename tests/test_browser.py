@@ -19,6 +19,9 @@ if not os.path.exists(CHROMIUM):
                        "(`make test` does it when run as root)")
 
 
+SERVER_PID = {}
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     # a run store of its own: the Trade-offs test reads back what its sweep recorded
@@ -27,6 +30,7 @@ def server(tmp_path_factory):
         proc, url = start_server(workers=2)
     finally:
         os.environ["LEAKDEMO_STORE"] = "off"
+    SERVER_PID["pid"] = proc.pid
     yield url
     stop_server(proc)
 
@@ -344,3 +348,12 @@ def test_compare_runs_one_scenario_under_two_defenses(server, browser):
     assert "runs=r" in page.url
     assert_no_traceback(page)
     page.close()
+
+
+def test_the_web_server_never_loads_torch(server):
+    """Last on purpose: after every page above was used on this server (Lab runs, an upload, CAFE and PLI, a
+    sweep, comparisons, a live presenter scene), the server process itself has not loaded torch (~500 MB):
+    the workers compute; the server validates, describes and draws."""
+    with open(f"/proc/{SERVER_PID['pid']}/maps") as fh:
+        maps = fh.read()
+    assert "libtorch" not in maps and "libc10" not in maps

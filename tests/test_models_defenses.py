@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from leakdemo.defenses import apply_defense, clip_by_global_norm, prune_smallest
-from leakdemo.models import MODELS, build_model
+from leakdemo.models import build_model
+from leakdemo.settings import MODELS
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -17,6 +17,7 @@ from .pictures import png_once, zoom
 from ..errors import LeakdemoError
 from ..gallery import open_gallery
 from ..store import StoredRun, open_store
+from .shared import run_pool
 
 MAX_RUNS = 4
 TICK = 0.25  # seconds between replay frames
@@ -118,11 +119,11 @@ def _defenses_form(sources: dict) -> None:
 
 
 def _start_defenses(sources: dict) -> None:
-    from ..device import resolve_device
+    from ..device import device_name
     from ..scenario import from_preset
     from ..store import scenario_key
     from ..sweep import Task
-    from .shared import run_pool, tab_alive
+    from .shared import tab_alive
     store, refs, pending = sources["r"], [], []
     for i, d in enumerate(st.session_state.get("c_defenses", [])):
         try:
@@ -130,7 +131,7 @@ def _start_defenses(sources: dict) -> None:
         except LeakdemoError as e:
             st.session_state["c_error"] = str(e)
             return
-        found = store.find(scenario_key(dict(sc.params), str(resolve_device(sc["device"]))))
+        found = store.find(scenario_key(dict(sc.params), device_name(sc["device"])))
         if found is not None:
             refs.append(f"r{found}")
             continue
@@ -221,6 +222,7 @@ def _seek() -> None:
 
 def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
+    run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     st.title(":material/compare: Compare and replay")
     st.markdown("Recorded runs side by side — the built-in showcases, or any run you made (every finished run "
                 "is kept in the run store). **Play** replays them together from the first frame to the last: "

@@ -14,14 +14,13 @@ import streamlit as st
 from .. import catalog
 from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, decode_upload, sample_image
-from ..device import cuda_available, describe_hardware
+from ..device import facts
 from ..errors import LeakdemoError
-from ..metrics import LPIPS_HELP
-from ..protocols.fedavg import LOCAL_DATA
+from ..settings import LOCAL_DATA, LPIPS_HELP
 from ..scenario import from_dict, presets
 from . import state
 from .pictures import ORIGINAL_COLOR, RECON_COLOR
-from .shared import run_pool, tab_alive
+from .shared import hardware, run_pool, tab_alive
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -172,7 +171,7 @@ def sidebar() -> tuple:
     with sb.expander("Run: seed and device"):
         for p in groups.get("run", []):
             param_widget(p, st)
-        st.caption(f"This machine: {describe_hardware()}")
+        st.caption(f"This machine: {hardware()}")
     pool = run_pool()
     ready = pool.ready()
     sb.caption(f"Engine: {ready} of {pool.max_running} workers ready" if ready else
@@ -194,7 +193,8 @@ def sidebar() -> tuple:
     except LeakdemoError as e:
         return None, str(e), uploads
     st.session_state["scenario"] = s2
-    if s2["device"] == "cuda" and not cuda_available():
+    known = facts(wait=False)  # before the workers report it, the run itself says so if CUDA is missing
+    if s2["device"] == "cuda" and known is not None and not known["cuda"]:
         return s2, "device: CUDA is not available on this machine; choose auto or cpu", uploads
     need = catalog.private_images(s2)
     if uploads and len(uploads) < need:

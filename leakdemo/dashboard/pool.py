@@ -24,10 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import torch
-
-from ..events import Failed, Finished, Progress, Started
-from ..runner import Thinned
+from .. import device
+from ..events import Failed, Finished, Progress, Started, Thinned
 from ..scenario import Scenario, from_dict
 from ..spawn import plain_main
 
@@ -159,6 +157,7 @@ class JobControl:
     def is_set(self) -> bool:
         want = max(1, self.threads.value)
         if want != self._threads_now:  # called on the worker's main thread, between two steps
+            import torch
             torch.set_num_threads(want)
             self._threads_now = want
         return self.stop_job.value == self.job_id
@@ -166,8 +165,12 @@ class JobControl:
 
 def _worker_main(jobs, results, stop_job, threads) -> None:
     """Runs in a worker process: take a job, stream its events back, repeat."""
+    import torch
+
     from ..data import available_samples, sample_image
     from ..runner import Run
+    # the machine, for the server (which never imports torch): first, so that it waits seconds, not the warm-up
+    results.put(("facts", device.measure()))
     torch.set_num_threads(max(1, threads.value))
     from ..scenario import from_preset
     # warm every code path once (imports, torch's optimizer machinery, LPIPS, the photos) so that the
@@ -262,6 +265,7 @@ class RunPool:
     def __init__(self, max_running: int = MAX_RUNNING):
         self.max_running = max_running
         self._ctx = mp.get_context("spawn")
+        device.expect_report()
         self._lock = threading.Lock()
         self._waiting: list[RunHandle] = []
         self._next_id = 0
@@ -405,6 +409,9 @@ class RunPool:
                 continue
             except (EOFError, OSError):  # the queue broke with its process
                 time.sleep(0.1)
+                continue
+            if job_id == "facts":
+                device.learn(item)  # the server knows the machine from its workers, without torch
                 continue
             if job_id == "ready":
                 w.ready = True

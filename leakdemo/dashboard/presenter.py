@@ -14,6 +14,7 @@ import streamlit as st
 from ..artifacts import grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import SHOWCASES, open_gallery
+from .shared import run_pool
 from .compare import frame_at
 
 TICK = 0.3
@@ -123,6 +124,7 @@ def _head(title: str, line: str, choices: dict) -> None:
 
 def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
+    run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     try:
         gallery = open_gallery()
         rows = sorted(gallery.runs(limit=100), key=lambda r: r["id"])
@@ -220,7 +222,7 @@ def _live_handle(preset: str):
 
 def _start_live(preset: str) -> None:
     from ..scenario import from_preset
-    from .shared import run_pool, tab_alive
+    from .shared import tab_alive
     _leave_live()
     st.session_state["p_live"] = (preset, run_pool().submit(from_preset(preset), alive=tab_alive()))
 
@@ -241,10 +243,10 @@ def _live_pace(handle) -> float | None:
 def live_scene(preset: str, choices: dict) -> None:
     """The preset's attack computed now, in the server's worker pool, streaming into the scene; it starts when
     the scene opens (Back / Next stop it) and can be run again."""
-    from ..device import describe_hardware
     from ..scenario import presets
+    from .shared import hardware
     p = presets()[preset]
-    _head(f"Live: {p.title}", f"computed now on this machine ({describe_hardware()})", choices)
+    _head(f"Live: {p.title}", f"computed now on this machine ({hardware()})", choices)
     if _live_handle(preset) is None:
         _start_live(preset)
     handle = _live_handle(preset)
@@ -253,7 +255,6 @@ def live_scene(preset: str, choices: dict) -> None:
 
 
 def live_body(preset: str, pace) -> None:
-    from .shared import run_pool
     handle = _live_handle(preset)
     if handle is None:  # the scene was left while this refresh was on its way
         return

@@ -12,6 +12,13 @@ def run_pool() -> RunPool:
     return RunPool()
 
 
+def hardware() -> str:
+    """The machine in words, as the workers reported it (the web server itself never loads torch)."""
+    from ..device import facts
+    known = facts(wait=False)
+    return known["hardware"] if known else "its workers are still starting"
+
+
 def tab_alive():
     """Whether this browser tab is still connected (its websocket), for the pool to free a closed tab's
     worker at once; None where there is no server runtime (AppTest)."""

@@ -299,6 +299,7 @@ def _stop() -> None:
 
 def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
+    run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     _init_from_query()
     st.title(":material/balance: Defense trade-offs")
     st.markdown("How much does a defense cost, and what does it buy? A sweep runs the attack at each strength "

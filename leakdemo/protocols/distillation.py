@@ -23,6 +23,7 @@ from torch import nn
 
 from .. import identities, metrics
 from ..defenses import apply_defense
+from ..settings import logits_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
 
 SCHEMES = ("fedmd", "ds-fl", "fedgems")
@@ -171,12 +172,6 @@ def federate(p: dict, data: identities.IdentitySet, device, defense: str):
             sent = [send(c) for c in clients]
             rounds.append(LogitRound(t, sent, server.logits(xp)))
     return rounds, clients, server
-
-
-def describe(p: dict) -> str:
-    text = (f"in each of {p['rounds']} rounds, the logits of {p['clients']} client(s) on every public image "
-            f"({'labelled' if p['protocol'] != 'ds-fl' else 'unlabelled'} public set); nothing else")
-    return text + ("" if p["defense"] == "none" else f", each after the client's defense '{p['defense']}'")
 
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:

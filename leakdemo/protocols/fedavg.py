@@ -15,34 +15,11 @@ import torch.nn.functional as F
 
 from ..data import load_batch
 from ..defenses import apply_defense
-from ..errors import ParamError
-from ..models import MODEL_HELP
+from ..settings import LOCAL_DATA, MODEL_HELP, local_images
+from ..settings import fedavg_check as check
+from ..settings import fedavg_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation, Update
 from .fedsgd import make_model, warm_up
-
-MAX_LOCAL_IMAGES = 64  # the private data set: enough for a demo, small enough to reconstruct live
-LOCAL_DATA = "rounds_per_epoch × local_steps × batch_size"
-
-
-def local_images(p: dict) -> int:
-    return p["rounds_per_epoch"] * p["local_steps"] * p["batch_size"]
-
-
-def describe(p: dict) -> str:
-    """What the server receives, in one sentence (threat card, CLI)."""
-    rounds = p["rounds_per_epoch"] * p["epochs"]
-    steps = "one SGD step" if p["local_steps"] == 1 else f"{p['local_steps']} SGD steps"
-    text = (f"the model weights before and after each of {rounds} round(s) of local training ({steps} on "
-            f"mini-batches of {p['batch_size']} image(s), {local_images(p)} private image(s) in all)")
-    return text + ("" if p["defense"] == "none" else f", each upload after the client's defense '{p['defense']}'")
-
-
-def check(p: dict) -> None:
-    """The client's data set must stay small enough to reconstruct live (checked when resolving)."""
-    n = local_images(p)
-    if n > MAX_LOCAL_IMAGES:
-        raise ParamError("local_steps", f"{LOCAL_DATA} must be at most {MAX_LOCAL_IMAGES} images, got {n}")
-
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
     T, B, R, E = p["local_steps"], p["batch_size"], p["rounds_per_epoch"], p["epochs"]

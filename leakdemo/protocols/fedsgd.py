@@ -8,7 +8,9 @@ import torch.nn.functional as F
 
 from ..data import load_batch, training_pool
 from ..defenses import apply_defense
-from ..models import MODEL_HELP, build_model
+from ..models import build_model
+from ..settings import MODEL_HELP
+from ..settings import fedsgd_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
 
 
@@ -32,12 +34,6 @@ def warm_up(model, p: dict, exclude: list[str], device) -> None:
         opt.zero_grad()
         F.cross_entropy(model(x), y).backward()
         opt.step()
-
-
-def describe(p: dict) -> str:
-    """What the server receives, in one sentence (threat card, CLI)."""
-    text = f"the gradient of the training loss on one private batch of {p['batch_size']} image(s)"
-    return text + ("" if p["defense"] == "none" else f", after the client's defense '{p['defense']}'")
 
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:

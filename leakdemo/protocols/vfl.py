@@ -23,48 +23,14 @@ from torch import nn
 
 from ..data import load_dataset
 from ..defenses import apply_defense
-from ..errors import ParamError
 from ..models import initialise
+from ..settings import WORKER_MODEL_HELP, tile_grid, tiles
+from ..settings import vfl_check as check
+from ..settings import vfl_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
 
-WORKER_MODELS = ("slim", "cafe", "fc")
-WORKER_MODEL_HELP = {
-    "slim": "one 3×3 conv layer (model_width channels), ReLU, 2×2 average pooling, then FC (fc_width) → ReLU → FC "
-            "— fast enough for a live CPU demo",
-    "cafe": "the CAFE authors' worker net: conv(64)-pool-conv(128)-pool-FC(fc_width)-FC(64)-FC (about 10× slower)",
-    "fc": "fully connected only: FC (fc_width) → ReLU → FC; the first FC layer sees the raw tile, so Steps I–II "
-          "alone give the data back",
-}
 UTILITY_STEPS = 200  # SGD steps of the training-loss check (the CAFE paper's fake-gradients experiment: lr 0.1)
 UTILITY_LR = 0.1
-
-
-def tile_grid(workers: int) -> tuple[int, int]:
-    """rows × cols of tiles for this many workers, as square as possible (4 → 2×2, 2 → 1×2 strips)."""
-    rows = int(math.isqrt(workers))
-    while workers % rows:
-        rows -= 1
-    return rows, workers // rows
-
-
-def check(p: dict) -> None:
-    """Constraints between parameters, checked when the scenario is resolved (CLI and sidebar)."""
-    rows, cols = tile_grid(p["workers"])
-    size = p["image_size"]
-    for parts in {rows, cols}:
-        if size % parts or size // parts < 2:
-            raise ParamError("workers", f"{p['workers']} workers cut the image into a {rows}×{cols} grid of tiles, "
-                                        f"so image_size must be divisible by {parts} with tiles of at least 2 px; "
-                                        f"got image_size={size}")
-    if p["batch_size"] > p["n_samples"]:
-        raise ParamError("batch_size", f"must be at most n_samples ({p['n_samples']}), got {p['batch_size']}")
-
-
-def tiles(x: torch.Tensor, grid: tuple[int, int]) -> list[torch.Tensor]:
-    """Worker m's slice of a batch (B, C, H, W): tile (m // cols, m % cols) of every image."""
-    rows, cols = grid
-    h, w = x.shape[-2] // rows, x.shape[-1] // cols
-    return [x[..., r * h:(r + 1) * h, c * w:(c + 1) * w] for r in range(rows) for c in range(cols)]
 
 
 class WorkerNet(nn.Module):
@@ -221,14 +187,6 @@ def utility_curve(p: dict, model: VerticalModel, x: torch.Tensor, y: torch.Tenso
         opt.step()
         losses.append(float(loss.detach()))
     return losses
-
-
-def describe(p: dict) -> str:
-    rows, cols = tile_grid(p["workers"])
-    text = (f"each iteration, for a batch of {p['batch_size']} sample indices it chooses itself out of "
-            f"{p['n_samples']}, the gradients of the {p['workers']} workers' bottom models (each worker holds a "
-            f"{rows}×{cols} tile of every image)")
-    return text + ("" if p["defense"] == "none" else f", each after the worker's defense '{p['defense']}'")
 
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:

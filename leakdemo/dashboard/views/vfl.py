@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ...artifacts import grid, mosaic, mosaic_layout, psnr_color
-from ...protocols.vfl import tile_grid, tiles
+from ...settings import tile_grid, tiles
 from ..pictures import RECON_COLOR, show, zoom
 
 PAGE = 100  # samples per page of the data-set view

@@ -1,0 +1,156 @@
+"""What the settings mean, without the engine: the names of models and data sources, the checks that a
+protocol's parameters fit together, and the sentence saying what its server receives.
+
+Torch-free on purpose. The web server validates every scenario, draws every widget and describes every
+threat, but computes nothing: with this module (and the catalog built on it) it never imports PyTorch,
+which alone costs about 500 MB per process. The simulations that use these facts import them from here.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from .errors import ParamError
+
+def cache_dir() -> str:
+    """leakdemo's cache (run store, LPIPS weights): $LEAKDEMO_CACHE, else $XDG_CACHE_HOME/leakdemo, else
+    ~/.cache/leakdemo."""
+    if os.environ.get("LEAKDEMO_CACHE"):
+        return os.environ["LEAKDEMO_CACHE"]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "leakdemo")
+
+
+# ---------------------------------------------------------------- data sources
+
+SOURCES = ("samples", "digits", "faces", "folder", "torchvision")
+SOURCE_HELP = {
+    "samples": "the photos scikit-image ships (astronaut, coffee, rocket, ...), by name",
+    "digits": "scikit-learn's 8×8 handwritten digits, upsampled (an MNIST stand-in), by index",
+    "faces": "the 100 face crops of scikit-image's lfw_subset, by index",
+    "folder": "your own image folder on disk (sub-folders are classes), by file name",
+    "torchvision": "a torchvision dataset already on disk under data_root (never downloaded), by index",
+}
+TORCHVISION_SETS = ("CIFAR10", "CIFAR100", "MNIST", "FashionMNIST", "SVHN")
+
+# ---------------------------------------------------------------- models
+
+MODEL_HELP = {
+    "lenet": "DLG's LeNet: 3 sigmoid conv layers (12 channels, 5×5, strides 2/2/1) and one linear layer",
+    "mlp": "a multilayer perceptron with sigmoid hidden layers",
+    "convnet": "a small ReLU ConvNet (3 conv layers, widths w, 2w, 4w) — where Inverting Gradients works",
+    "resnet": "a small ResNet (BasicBlocks, configurable depth and width, BatchNorm)",
+}
+MODELS = tuple(MODEL_HELP)
+
+WORKER_MODEL_HELP = {  # vertical FL: each worker's bottom model
+    "slim": "one 3×3 conv layer (model_width channels), ReLU, 2×2 average pooling, then FC (fc_width) → ReLU → FC "
+            "— fast enough for a live CPU demo",
+    "cafe": "the CAFE authors' worker net: conv(64)-pool-conv(128)-pool-FC(fc_width)-FC(64)-FC (about 10× slower)",
+    "fc": "fully connected only: FC (fc_width) → ReLU → FC; the first FC layer sees the raw tile, so Steps I–II "
+          "alone give the data back",
+}
+WORKER_MODELS = tuple(WORKER_MODEL_HELP)
+
+# ---------------------------------------------------------------- metrics
+
+LPIPS_MIN_SIDE = 32  # AlexNet's strided stem needs room: smaller images are upsampled (bilinear) to this
+LPIPS_HELP = ("LPIPS (AlexNet, v0.1): learned perceptual distance, 0 = identical, lower is more similar. "
+              f"Computed once on the final images at their own resolution (below {LPIPS_MIN_SIDE} px upsampled "
+              f"to {LPIPS_MIN_SIDE}), grayscale repeated to 3 channels.")
+
+
+def _after_defense(p: dict, who: str) -> str:
+    return "" if p["defense"] == "none" else f", {who} defense '{p['defense']}'"
+
+
+# ---------------------------------------------------------------- FedSGD
+
+def fedsgd_receives(p: dict) -> str:
+    """What the server receives, in one sentence (threat card, CLI)."""
+    return (f"the gradient of the training loss on one private batch of {p['batch_size']} image(s)"
+            + _after_defense(p, "after the client's"))
+
+
+# ---------------------------------------------------------------- FedAvg
+
+MAX_LOCAL_IMAGES = 64  # the private data set: enough for a demo, small enough to reconstruct live
+LOCAL_DATA = "rounds_per_epoch × local_steps × batch_size"
+
+
+def local_images(p: dict) -> int:
+    return p["rounds_per_epoch"] * p["local_steps"] * p["batch_size"]
+
+
+def fedavg_receives(p: dict) -> str:
+    rounds = p["rounds_per_epoch"] * p["epochs"]
+    steps = "one SGD step" if p["local_steps"] == 1 else f"{p['local_steps']} SGD steps"
+    return (f"the model weights before and after each of {rounds} round(s) of local training ({steps} on "
+            f"mini-batches of {p['batch_size']} image(s), {local_images(p)} private image(s) in all)"
+            + _after_defense(p, "each upload after the client's"))
+
+
+def fedavg_check(p: dict) -> None:
+    """The client's data set must stay small enough to reconstruct live (checked when resolving)."""
+    n = local_images(p)
+    if n > MAX_LOCAL_IMAGES:
+        raise ParamError("local_steps", f"{LOCAL_DATA} must be at most {MAX_LOCAL_IMAGES} images, got {n}")
+
+
+# ---------------------------------------------------------------- vertical FL
+
+def tile_grid(workers: int) -> tuple[int, int]:
+    """rows × cols of tiles for this many workers, as square as possible (4 → 2×2, 2 → 1×2 strips)."""
+    rows = int(math.isqrt(workers))
+    while workers % rows:
+        rows -= 1
+    return rows, workers // rows
+
+
+def tiles(x, grid: tuple[int, int]) -> list:
+    """Worker m's slice of a batch (B, C, H, W), a tensor or an array: tile (m // cols, m % cols) of every
+    image."""
+    rows, cols = grid
+    h, w = x.shape[-2] // rows, x.shape[-1] // cols
+    return [x[..., r * h:(r + 1) * h, c * w:(c + 1) * w] for r in range(rows) for c in range(cols)]
+
+
+def vfl_receives(p: dict) -> str:
+    rows, cols = tile_grid(p["workers"])
+    return (f"each iteration, for a batch of {p['batch_size']} sample indices it chooses itself out of "
+            f"{p['n_samples']}, the gradients of the {p['workers']} workers' bottom models (each worker holds a "
+            f"{rows}×{cols} tile of every image)" + _after_defense(p, "each after the worker's"))
+
+
+def vfl_check(p: dict) -> None:
+    """Constraints between parameters, checked when the scenario is resolved (CLI and sidebar)."""
+    rows, cols = tile_grid(p["workers"])
+    size = p["image_size"]
+    for parts in {rows, cols}:
+        if size % parts or size // parts < 2:
+            raise ParamError("workers", f"{p['workers']} workers cut the image into a {rows}×{cols} grid of tiles, "
+                                        f"so image_size must be divisible by {parts} with tiles of at least 2 px; "
+                                        f"got image_size={size}")
+    if p["batch_size"] > p["n_samples"]:
+        raise ParamError("batch_size", f"must be at most n_samples ({p['n_samples']}), got {p['batch_size']}")
+
+
+# ---------------------------------------------------------------- logit sharing (FedMD, DS-FL, FedGEMS)
+
+def logits_receives(p: dict) -> str:
+    return (f"in each of {p['rounds']} rounds, the logits of {p['clients']} client(s) on every public image "
+            f"({'labelled' if p['protocol'] != 'ds-fl' else 'unlabelled'} public set); nothing else"
+            + _after_defense(p, "each after the client's"))
+
+
+def logits_check(p: dict) -> None:
+    if p["image_size"] not in (8, 16, 32, 64):
+        raise ParamError("image_size", f"must be 8, 16, 32 or 64 here (the inversion network doubles a 4×4 "
+                         f"seed); got {p['image_size']}")
+    classes = 10 if p["data"] == "digits" else p["num_classes"]
+    if p["target_classes"] >= classes:
+        raise ParamError("target_classes", f"must be below the number of classes ({classes}) so the public set "
+                         f"keeps clean identities to learn from; got {p['target_classes']}")
+    if p["clients"] > p["target_classes"]:
+        raise ParamError("clients", f"each client holds at least one target class: at most target_classes "
+                         f"({p['target_classes']}); got {p['clients']}")
