@@ -219,6 +219,26 @@ _LBFGS_PARAMS = (
           "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop"),
 )
 
+_TRIALS = Param("trials", "int", 1, "random starts optimised together as one batch (K starts racing, "
+               "one vectorised program: on a GPU nearly the price of one); the leading start is shown, the best "
+               "is kept. 1 = the sequential loop, which restarts when it stalls", low=1, high=1024,
+               label="Racing starts")
+
+
+def trials_check(p) -> None:
+    if p["trials"] == 1:
+        return
+    if p["loop"] != "robust":
+        raise ParamError("trials", f"racing starts need loop=robust (the published loop has one start); got "
+                         f"trials={p['trials']}")
+    if p["protocol"] != "fedsgd":
+        raise ParamError("trials", f"racing starts work on FedSGD gradients only; got trials={p['trials']} "
+                         f"with protocol={p['protocol']}")
+    if p["model"] == "resnet":
+        raise ParamError("trials", "racing starts need a model without BatchNorm (its batch statistics tie a "
+                         f"batch's images together): choose lenet, mlp or convnet, or trials=1; got {p['trials']}")
+
+
 def cafe_check(p) -> None:
     if p["cafe_loop"] == "nested" and 2 * p["phase_iterations"] >= p["iterations"]:
         raise ParamError("phase_iterations", f"the nested loop needs 2 × phase_iterations < iterations "
@@ -270,13 +290,13 @@ ATTACKS = {
     "dlg": Component(
         "attack", "dlg", "DLG — Deep Leakage from Gradients",
         "Optimises a dummy image and a soft label until their gradient matches the shared one (L2, L-BFGS).",
-        params=_LBFGS_PARAMS, paper=DLG_PAPER, protocols=("fedsgd", "vfl"), knowledge=_GRADIENT_KNOWLEDGE,
+        params=_LBFGS_PARAMS + (_TRIALS,), check=trials_check, paper=DLG_PAPER, protocols=("fedsgd", "vfl"), knowledge=_GRADIENT_KNOWLEDGE,
         run=_attack("dlg"),
     ),
     "idlg": Component(
         "attack", "idlg", "iDLG — improved DLG",
         "Reads the label off the last layer's gradient (exact for one image), then matches the image only.",
-        params=_LBFGS_PARAMS, paper=IDLG_PAPER, protocols=("fedsgd",),
+        params=_LBFGS_PARAMS + (_TRIALS,), check=trials_check, paper=IDLG_PAPER, protocols=("fedsgd",),
         knowledge=_GRADIENT_KNOWLEDGE + ("that the loss is cross-entropy (its sign pattern reveals the label)",),
         run=_attack("dlg", "idlg"),
     ),

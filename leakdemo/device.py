@@ -66,10 +66,16 @@ def describe_hardware() -> str:
 
 
 def device_name(choice: str) -> str:
-    """'cpu' or 'cuda' for a device choice (what the run store keys on), without importing torch."""
+    """'cpu' or 'cuda' for a device choice (what the run store keys on), without importing torch.
+    $LEAKDEMO_DEVICE (cpu or cuda) says what `auto` means on this machine (the test suite's device switch)."""
+    if choice == "auto" and os.environ.get("LEAKDEMO_DEVICE", "auto") != "auto":
+        choice = os.environ["LEAKDEMO_DEVICE"]
+        if choice not in ("cpu", "cuda"):
+            raise ParamError("LEAKDEMO_DEVICE", f"must be auto, cpu or cuda; got {choice!r}")
     if choice == "cuda":
         if not cuda_available():
-            raise ParamError("device", "cuda is not available on this machine; allowed here: auto, cpu")
+            raise ParamError("device", "cuda is not available on this machine; allowed here: auto, cpu"
+                             + (" (LEAKDEMO_DEVICE asks for cuda)" if os.environ.get("LEAKDEMO_DEVICE") == "cuda" else ""))
         return "cuda"
     if choice == "auto":
         return "cuda" if cuda_available() else "cpu"

@@ -9,7 +9,8 @@ figure is the test accuracy after a fixed budget of rounds, beside the same trai
 
 All clients of a round are computed together (torch.func.vmap over the client axis), so a whole
 training takes a few seconds on a laptop CPU; results are kept in the run store's cache, once per
-(protocol, model, defense and its strength, seed).
+(protocol, model, defense and its strength, seed). Torch is imported where the training happens: the web
+server reads and writes this cache (keys, cached, store_result) without loading it.
 """
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ import hashlib
 import json
 from functools import lru_cache
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch.func import functional_call, grad, vmap
 
 from . import catalog
-from .defenses import apply_defense
+
+if TYPE_CHECKING:
+    import torch
 
 CLIENTS = 10
 ROUNDS = 120  # communication rounds: enough for an undefended LeNet to learn the digits well
@@ -40,6 +42,7 @@ def applies(p: dict) -> bool:
 
 @lru_cache(maxsize=4)
 def _digits(size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    import torch
     from skimage.transform import resize
     from sklearn.datasets import load_digits
     d = load_digits()
@@ -118,6 +121,11 @@ def learning_rate(p: dict) -> float:
 
 
 def _train(p: dict, defended: bool) -> float:
+    import torch
+    import torch.nn.functional as F
+    from torch.func import functional_call, grad, vmap
+
+    from .defenses import apply_defense
     from .protocols.fedsgd import make_model
     torch.manual_seed(p["seed"])
     xtr, ytr, xte, yte = _digits(p["image_size"])

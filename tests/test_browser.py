@@ -355,5 +355,5 @@ def test_the_web_server_never_loads_torch(server):
     sweep, comparisons, a live presenter scene), the server process itself has not loaded torch (~500 MB):
     the workers compute; the server validates, describes and draws."""
     with open(f"/proc/{SERVER_PID['pid']}/maps") as fh:
-        maps = fh.read()
-    assert "libtorch" not in maps and "libc10" not in maps
+        loaded = {line.split()[-1] for line in fh if "libtorch" in line or "libc10" in line}
+    assert not loaded, sorted(loaded)

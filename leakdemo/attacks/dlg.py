@@ -159,12 +159,20 @@ def dlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         yield from _dlg_on_one_batch(obs, kn, p, device)
         return
     guess = infer_labels(kn.model, obs.payload, kn.batch_size)  # the robust loop's starting label
+    if p.get("trials", 1) > 1:
+        from .racing import racing_matching
+        yield from racing_matching(obs, kn, p, device, guess, fixed_labels=False)
+        return
     yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), guess, fixed_labels=False)
 
 
 def idlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     """iDLG: the label from the last layer's gradient (exact at batch 1), then match the image only."""
     labels = infer_labels(kn.model, obs.payload, kn.batch_size)
+    if p.get("trials", 1) > 1:
+        from .racing import racing_matching
+        yield from racing_matching(obs, kn, p, device, labels, fixed_labels=True)
+        return
     yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), labels, fixed_labels=True)
 
 

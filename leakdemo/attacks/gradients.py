@@ -89,7 +89,7 @@ def infer_labels(model: nn.Module, gradients: list[torch.Tensor], batch_size: in
     neg = (-g).clamp(min=0)
     share = neg / neg.sum().clamp(min=1e-12) * batch_size
     while len(labels) < batch_size:
-        counts = torch.bincount(torch.tensor(labels), minlength=len(g)).double()
+        counts = torch.bincount(torch.tensor(labels, device=g.device), minlength=len(g)).double()
         c = int(torch.argmax(share - counts))
         labels.append(c)
     return sorted(labels)

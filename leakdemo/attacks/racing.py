@@ -1,0 +1,119 @@
+"""DLG and iDLG with K random starts racing: one vectorised program with a leading trial axis.
+
+The sequential robust loop (dlg.py) tries one start at a time and restarts when it stalls. Here K starts
+run together: the gradient-matching objective is vmapped over the trial axis (each trial's own double
+backward through the model) and `BatchedLBFGS` steps them all at once, so K starts cost one program — on
+a GPU nearly the price of one. Each trial keeps the robust loop's per-trial care, as masks: its best
+estimate, a return to it when it diverges, and re-scaling when L-BFGS's absolute tolerances would stop
+it short. The page shows the leading trial; the answer is the best trial's best estimate.
+The host is asked once per step (what to show), never inside L-BFGS's 20 inner evaluations.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, grad_and_value, vmap
+
+from ..threat import Knowledge, Observation, Step
+from .dlg import DIVERGED, POLISH_BELOW, POLISH_RATIO, _initial_image, _initial_label_logits
+from .gradients import soft_cross_entropy
+from .lbfgs import BatchedLBFGS
+
+HISTORY = 100  # as the sequential loop (measured on the CPU: 50 or 20 converge slower per step)
+
+
+def _objective(kn: Knowledge, target: list[torch.Tensor], hard: torch.Tensor | None, shape, classes: int):
+    """z (K, D) -> (loss (K,), ∂loss/∂z (K, D)): DLG's L2 gradient distance for every trial at once.
+    z holds each trial's image, then (soft labels) its label logits."""
+    model = kn.model
+    names = [n for n, _ in model.named_parameters()]
+    weights = {n: w.detach() for n, w in model.named_parameters()}
+    buffers = dict(model.named_buffers())
+    n_x = math.prod(shape)
+
+    def distance(x, label):
+        def loss(w):
+            logits = functional_call(model, (w, buffers), (x,))
+            return F.cross_entropy(logits, label) if hard is not None else soft_cross_entropy(logits, label)
+        g = grad(loss)(weights)
+        return sum(((g[n] - t) ** 2).sum() for n, t in zip(names, target))
+
+    if hard is not None:
+        per_trial = vmap(grad_and_value(distance), in_dims=(0, None))
+
+        def f(z):
+            gx, value = per_trial(z.view(-1, *shape), hard)
+            return value, gx.reshape(len(z), -1)
+        return f
+    per_trial = vmap(grad_and_value(lambda x, y: distance(x, F.softmax(y, dim=-1)), argnums=(0, 1)))
+
+    def f(z):
+        (gx, gy), value = per_trial(z[:, :n_x].view(-1, *shape), z[:, n_x:].view(len(z), -1, classes))
+        return value, torch.cat([gx.reshape(len(z), -1), gy.reshape(len(z), -1)], dim=1)
+    return f
+
+
+def racing_matching(obs: Observation, kn: Knowledge, p: dict, device, label_guess: list[int],
+                    fixed_labels: bool) -> Iterator[Step]:
+    k, total = p["trials"], p["iterations"]
+    bs, shape, classes = kn.batch_size, (kn.batch_size, *kn.input_shape), kn.num_classes
+    kn.model.to(device).train()
+    target = [t.to(device) for t in obs.payload]
+    hard = torch.tensor(label_guess, device=device) if fixed_labels else None
+    starts = []
+    for j in range(k):  # trial j starts where the sequential loop's j-th start would
+        g = torch.Generator().manual_seed(p["seed"] * 1000 + 17 + j)
+        parts = [_initial_image(shape, g, "robust").flatten()]
+        if hard is None:
+            parts.append(_initial_label_logits(label_guess, bs, classes, g, "robust").flatten())
+        starts.append(torch.cat(parts))
+    z = torch.stack(starts).to(device)
+    n_x = math.prod(shape)
+    objective = _objective(kn, target, hard, shape, classes)
+    scale = torch.ones(k, device=device)
+
+    def scaled(z):
+        loss, gz = objective(z)
+        return loss * scale, gz * scale[:, None]
+
+    opt = BatchedLBFGS(scaled, z, lr=p["lr"], history=HISTORY)
+
+    def labels_of(zk: torch.Tensor) -> list[int]:
+        return list(label_guess) if hard is not None else zk[n_x:].view(bs, classes).argmax(-1).tolist()
+
+    yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]), f"{k} random starts racing")
+    inf = torch.full((k,), math.inf, device=device)
+    best_loss, best_z, first, prev = inf.clone(), z.clone(), torch.full_like(inf, math.nan), torch.full_like(inf, math.nan)
+    for done in range(1, total + 1):
+        before = opt.z
+        loss = opt.step() / scale  # each trial's loss at `before`
+        finite = torch.isfinite(loss)
+        better = finite & (loss < best_loss)
+        best_loss = torch.where(better, loss, best_loss)
+        best_z = torch.where(better[:, None], before, best_z)
+        first = torch.where(torch.isnan(first), loss, first)
+        # a trial that jumped away from its best estimate goes back to it (the sequential loop's rule)
+        diverged = (~finite | (loss > DIVERGED * best_loss)) & torch.isfinite(best_loss)
+        # L-BFGS's absolute tolerances stop a converging trial short: re-scale its loss
+        polish = ~diverged & finite & ((prev == loss) | ((loss < POLISH_BELOW * first) & (prev - loss >= 0)
+                                                         & (prev - loss < POLISH_RATIO * loss)))
+        opt.z = torch.where(diverged[:, None], best_z, opt.z)
+        scale = torch.where(diverged, 1.0 / best_loss.clamp_min(1e-30),
+                            torch.where(polish, 1.0 / loss.clamp_min(1e-30), scale))
+        opt.restart(diverged | polish)
+        prev = torch.where(diverged, torch.full_like(prev, math.nan), loss)
+        # the one host sync of the step: which trial leads, for the page
+        shown = torch.where(finite, loss, inf)
+        lead = int(torch.argmin(shown))
+        yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape), labels_of(before[lead]))
+    winner = int(torch.argmin(best_loss))
+    if not math.isfinite(float(best_loss[winner])):  # every step of every trial was non-finite
+        yield Step(total, total, math.inf, opt.z[0, :n_x].view(shape).clamp(0, 1), None,
+                   f"all {k} starts diverged", final=True)
+        return
+    yield Step(total, total, float(best_loss[winner]), best_z[winner, :n_x].view(shape).clamp(0, 1),
+               labels_of(best_z[winner]), f"the best of {k} racing starts (trial {winner + 1}), at its lowest "
+               "gradient distance", final=True)
