@@ -41,6 +41,8 @@ class Progress:
     sample_ids: list[int] | None = None  # which private samples `images` show (None: all of them, in order)
     baseline: np.ndarray | None = None  # PLI: the TBI baseline's class reconstructions, trained alongside
     success: list[bool] | None = None  # PLI/TBI: per target class, whether the attack-accuracy test passes
+    trials: np.ndarray | None = None  # racing starts: each shown trial's first image (matched), (K, H, W, 3)
+    trials_psnr: list[float] | None = None  # ... and each trial's mean PSNR, scored like `psnr`
     event: str = "progress"
 
 

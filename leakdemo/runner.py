@@ -181,10 +181,11 @@ class Run:
                          ("psnr", sc["psnr"]), ("ssim", sc["ssim"]), *checks.items()):
                 history[k].offer(v, force=bool(step.note))
             self.keyframes.offer((step.iteration, images))
+            trials, trials_psnr = _trials(step, _truth_for(step, truth_images))
             yield Progress(step.iteration, step.total, round(now, 4), _finite(step.loss), round(sc["psnr"], 3),
                            round(sc["ssim"], 4), round(eta, 2), step.labels, step.note, images,
                            [round(v, 2) for v in sc["psnr_per_image"]], fresh, checks or None, step.sample_ids,
-                           _baseline(step), success)
+                           _baseline(step), success, trials, trials_psnr)
         seconds = time.perf_counter() - t0
         if self._stop.is_set():
             status = "stopped"
@@ -246,6 +247,18 @@ def _judged(truth, step) -> dict:
         b = truth.judge(step.internals["baseline"])
         out.update(baseline_attack_accuracy=b["attack_accuracy"], baseline_ssim_to_mean=b["ssim_to_mean"])
     return out
+
+
+def _trials(step, truth_images) -> tuple:
+    """Racing starts: every shown trial scored like the estimate itself (here, outside the attack)."""
+    if step.trials is None:
+        return None, None
+    firsts, psnrs = [], []
+    for estimate in step.trials:
+        sc = metrics.score(estimate, truth_images, aligned=step.aligned)
+        firsts.append(to_hwc(estimate[torch.as_tensor(sc["order"]).to(estimate.device)])[0])
+        psnrs.append(round(sc["psnr"], 2))
+    return np.stack(firsts), psnrs
 
 
 def _baseline(step) -> np.ndarray | None:

@@ -87,3 +87,4 @@ class Step:
     # PLI: "baseline", the TBI reconstructions trained alongside, judged like the main ones)
     sample_ids: list[int] | None = None  # which private samples `images` stand for (default: all, in order)
     aligned: bool = False  # True: images[i] is sample_ids[i] (the attacker knows which); False: any order
+    trials: torch.Tensor | None = None  # racing starts: each shown trial's current estimate, (K, B, C, H, W)

@@ -3,6 +3,7 @@
 `make test` installs Chromium (apt-get, as root) or says what to run; these tests are never skipped:
 a missing browser is a failure with that one line.
 """
+import json
 import os
 import re
 import time
@@ -101,6 +102,10 @@ def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
         assert metric_value(page, label)
     assert "preset=dlg" in page.url and "seed=1" in page.url  # coffee is the preset's own image: not repeated
     page.get_by_role("button", name="scenario.json").wait_for(timeout=30_000)
+    with page.expect_download(timeout=30_000) as download:  # handed over when clicked (deferred data)
+        page.get_by_role("button", name="scenario.json").click()
+    scenario = json.loads(open(download.value.path(), encoding="utf-8").read())
+    assert scenario["params"]["attack"] == "dlg" and scenario["params"]["seed"] == 1
     page.screenshot(path=os.path.join(os.environ.get("LEAKDEMO_SHOTS", "/tmp"), "lab-finished.png"), full_page=True)
     assert_no_traceback(page)
     page.close()

@@ -6,6 +6,7 @@ from leakdemo import catalog
 from leakdemo.attacks.lbfgs import BatchedLBFGS
 from leakdemo.attacks.racing import _objective
 from leakdemo.errors import ParamError
+from leakdemo.events import Progress
 from leakdemo.runner import Run
 from leakdemo.scenario import from_preset
 
@@ -73,6 +74,10 @@ def test_dlg_with_racing_starts_recovers_the_image():
     fin = events[-1]
     assert fin.status == "finished" and fin.metrics["psnr"] > 30, fin.metrics["psnr"]
     assert "the best of 4 racing starts" in fin.metrics["note"]
+    # every start is scored outside the attack, for the page's mosaic; the best frame's lead is among them
+    last = [e for e in events if isinstance(e, Progress)][-1]
+    assert last.trials.shape == (4, 16, 16, 3) and len(last.trials_psnr) == 4
+    assert max(last.trials_psnr) >= last.psnr - 1e-6
 
 
 @pytest.mark.parametrize("extra, says", [

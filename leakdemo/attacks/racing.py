@@ -22,6 +22,7 @@ from .dlg import DIVERGED, POLISH_BELOW, POLISH_RATIO, _initial_image, _initial_
 from .gradients import soft_cross_entropy
 from .lbfgs import BatchedLBFGS
 
+SHOWN = 16  # trials the page may show side by side (the first ones: every trial is scored outside the attack)
 HISTORY = 100  # as the sequential loop (measured on the CPU: 50 or 20 converge slower per step)
 
 
@@ -108,7 +109,8 @@ def racing_matching(obs: Observation, kn: Knowledge, p: dict, device, label_gues
         # the one host sync of the step: which trial leads, for the page
         shown = torch.where(finite, loss, inf)
         lead = int(torch.argmin(shown))
-        yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape), labels_of(before[lead]))
+        yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape), labels_of(before[lead]),
+                   trials=before[:SHOWN, :n_x].view(-1, *shape))
     winner = int(torch.argmin(best_loss))
     if not math.isfinite(float(best_loss[winner])):  # every step of every trial was non-finite
         yield Step(total, total, math.inf, opt.z[0, :n_x].view(shape).clamp(0, 1), None,

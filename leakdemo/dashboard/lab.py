@@ -346,6 +346,8 @@ def run_view(handle) -> None:
         vfl.dataset_panel(handle.seq, started, originals, images, per, ids, frame)
     else:
         images_view.images_panel(handle.seq, started, originals, images, per, frame)
+        if latest is not None and latest.trials is not None:
+            images_view.trials_panel(handle.seq, latest)
     if matching:
         agic.matching_panel(handle.seq, matching)
     if fin is not None and "attack_accuracy" in fin.metrics:
@@ -376,8 +378,10 @@ def run_view(handle) -> None:
             files.append(("matching.png", "image/png"))
         cols = st.columns(len(files))
         for col, (name, mime) in zip(cols, files):
-            col.download_button(name, handle.artifacts[name], file_name=name, mime=mime, key=f"dl_{name}",
-                                on_click="ignore")
+            # handed over when clicked (deferred): no media file exists before, so none can vanish under a
+            # browser that fetches it while the page redraws (a busy classroom showed such 404s)
+            col.download_button(name, lambda blob=handle.artifacts[name]: blob, file_name=name, mime=mime,
+                                key=f"dl_{name}", on_click="ignore")
     elif handle.done and fin is not None:
         st.caption("Preparing the downloads…")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from ...artifacts import mosaic, mosaic_layout, psnr_color
 from ..pictures import CELL, grid_row, show, zoom
 
 
@@ -23,3 +24,17 @@ def images_panel(seq: int, started, originals: np.ndarray, images, per: list, fr
     elif len(originals) > 1:
         st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
                    "Hungarian algorithm before scoring.")
+
+
+def trials_panel(seq: int, latest) -> None:
+    """Racing starts, on request: every shown trial's current estimate, framed by its PSNR (scored outside
+    the attack), so the class sees K starts race and one win."""
+    n = len(latest.trials)
+    if not st.toggle(f"Show all {n} racing starts", key="show_trials",
+                     help="Each start's current estimate, framed green from 30 dB, amber from 20 dB, red below."):
+        return
+    cols, cell = mosaic_layout(n, latest.trials.shape[1], width=480)
+    frames = [psnr_color(v) for v in latest.trials_psnr]
+    best = int(np.argmax(latest.trials_psnr))
+    show(st, ("trials", seq, latest.iteration), lambda: mosaic(latest.trials, cols, cell, frames), 1.0,
+         f"{n} starts · best: start {best + 1} at {latest.trials_psnr[best]:.1f} dB")
