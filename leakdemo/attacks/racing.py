@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, vmap
 
 from ..threat import Knowledge, Observation, Step
-from .dlg import DIVERGED, POLISH_BELOW, POLISH_RATIO, _initial_image, _initial_label_logits
+from .dlg import (DIVERGED, POLISH_BELOW, POLISH_RATIO, STALL_RATIO, STALL_WINDOW, _initial_image,
+                  _initial_label_logits)
 from .gradients import soft_cross_entropy
 from .lbfgs import BatchedLBFGS
 
@@ -64,14 +65,16 @@ def racing_matching(obs: Observation, kn: Knowledge, p: dict, device, label_gues
     kn.model.to(device).train()
     target = [t.to(device) for t in obs.payload]
     hard = torch.tensor(label_guess, device=device) if fixed_labels else None
-    starts = []
-    for j in range(k):  # trial j starts where the sequential loop's j-th start would
+
+    def start(j: int) -> torch.Tensor:  # start j is where the sequential loop's j-th start would be
         g = torch.Generator().manual_seed(p["seed"] * 1000 + 17 + j)
         parts = [_initial_image(shape, g, "robust").flatten()]
         if hard is None:
             parts.append(_initial_label_logits(label_guess, bs, classes, g, "robust").flatten())
-        starts.append(torch.cat(parts))
-    z = torch.stack(starts).to(device)
+        return torch.cat(parts).to(device)
+
+    z = torch.stack([start(j) for j in range(k)])
+    started = k  # starts handed out so far: a stalled trial takes the next one
     n_x = math.prod(shape)
     objective = _objective(kn, target, hard, shape, classes)
     scale = torch.ones(k, device=device)
@@ -87,14 +90,21 @@ def racing_matching(obs: Observation, kn: Knowledge, p: dict, device, label_gues
 
     yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]), f"{k} random starts racing")
     inf = torch.full((k,), math.inf, device=device)
-    best_loss, best_z, first, prev = inf.clone(), z.clone(), torch.full_like(inf, math.nan), torch.full_like(inf, math.nan)
+    nan = torch.full_like(inf, math.nan)
+    best_loss, best_z, first, prev = inf.clone(), z.clone(), nan.clone(), nan.clone()
+    answer_loss, answer_z = inf.clone(), z.clone()  # each slot's best over every start it ran
+    since = torch.zeros(k, dtype=torch.long, device=device)  # steps without a 1 % improvement
     for done in range(1, total + 1):
         before = opt.z
         loss = opt.step() / scale  # each trial's loss at `before`
         finite = torch.isfinite(loss)
         better = finite & (loss < best_loss)
+        since = torch.where(finite & (loss < 0.99 * best_loss), torch.zeros_like(since), since + 1)
         best_loss = torch.where(better, loss, best_loss)
         best_z = torch.where(better[:, None], before, best_z)
+        kept = best_loss < answer_loss
+        answer_loss = torch.where(kept, best_loss, answer_loss)
+        answer_z = torch.where(kept[:, None], best_z, answer_z)
         first = torch.where(torch.isnan(first), loss, first)
         # a trial that jumped away from its best estimate goes back to it (the sequential loop's rule)
         diverged = (~finite | (loss > DIVERGED * best_loss)) & torch.isfinite(best_loss)
@@ -105,17 +115,30 @@ def racing_matching(obs: Observation, kn: Knowledge, p: dict, device, label_gues
         scale = torch.where(diverged, 1.0 / best_loss.clamp_min(1e-30),
                             torch.where(polish, 1.0 / loss.clamp_min(1e-30), scale))
         opt.restart(diverged | polish)
-        prev = torch.where(diverged, torch.full_like(prev, math.nan), loss)
-        # the one host sync of the step: which trial leads, for the page
+        prev = torch.where(diverged, nan, loss)
+        # a start stuck far from zero (sigmoid saturation, typically) gives its slot to a fresh start, as the
+        # sequential loop restarts; its best stays on record
+        stalled = (since >= STALL_WINDOW) & (best_loss > STALL_RATIO * first)
+        # the host syncs of the step: which slots stalled, and which trial leads, for the page
+        redo = stalled.nonzero().flatten().tolist()
+        if redo:
+            fresh = torch.stack([start(started + i) for i in range(len(redo))])
+            started += len(redo)
+            opt.z = opt.z.index_copy(0, torch.tensor(redo, device=device), fresh)
+            opt.restart(stalled)
+            scale = torch.where(stalled, torch.ones_like(scale), scale)
+            best_loss, first, prev = (torch.where(stalled, v, x) for v, x in ((inf, best_loss), (nan, first), (nan, prev)))
+            since = torch.where(stalled, torch.zeros_like(since), since)
         shown = torch.where(finite, loss, inf)
         lead = int(torch.argmin(shown))
         yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape), labels_of(before[lead]),
                    trials=before[:SHOWN, :n_x].view(-1, *shape))
-    winner = int(torch.argmin(best_loss))
-    if not math.isfinite(float(best_loss[winner])):  # every step of every trial was non-finite
+    winner = int(torch.argmin(answer_loss))
+    if not math.isfinite(float(answer_loss[winner])):  # every step of every trial was non-finite
         yield Step(total, total, math.inf, opt.z[0, :n_x].view(shape).clamp(0, 1), None,
                    f"all {k} starts diverged", final=True)
         return
-    yield Step(total, total, float(best_loss[winner]), best_z[winner, :n_x].view(shape).clamp(0, 1),
-               labels_of(best_z[winner]), f"the best of {k} racing starts (trial {winner + 1}), at its lowest "
-               "gradient distance", final=True)
+    fresh_note = f" ({started - k} stalled start(s) replaced)" if started > k else ""
+    yield Step(total, total, float(answer_loss[winner]), answer_z[winner, :n_x].view(shape).clamp(0, 1),
+               labels_of(answer_z[winner]), f"the best of {k} racing starts (trial {winner + 1}), at its lowest "
+               f"gradient distance{fresh_note}", final=True)
