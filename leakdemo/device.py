@@ -61,10 +61,6 @@ def cuda_available() -> bool:
     return facts()["cuda"]
 
 
-def describe_hardware() -> str:
-    return facts()["hardware"]
-
-
 def device_name(choice: str) -> str:
     """'cpu' or 'cuda' for a device choice (what the run store keys on), without importing torch.
     $LEAKDEMO_DEVICE (cpu or cuda) says what `auto` means on this machine (the test suite's device switch)."""
