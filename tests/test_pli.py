@@ -98,10 +98,12 @@ def test_each_scheme_trains_and_the_server_sees_only_logits(scheme):
     p = _params(protocol=scheme, **{k: v for k, v in TINY.items() if k != "inversion_epochs"}, clients=2)
     obs, kn, truth = distillation.simulate(p, torch.device("cpu"))
     n_public = len(obs.context["public_images"])
+    width = 3 if scheme == "ds-fl" else 10  # DS-FL's unlabelled public set: the models know only the 3 private classes
     assert obs.kind == "logits" and len(obs.payload) == p["rounds"]
+    assert obs.context["classes"] == kn.num_classes == width
     for r in obs.payload:
-        assert len(r.clients) == 2 and all(c.shape == (n_public, 10) for c in r.clients)
-        assert r.server.shape == (n_public, 10)
+        assert len(r.clients) == 2 and all(c.shape == (n_public, width) for c in r.clients)
+        assert r.server.shape == (n_public, width)
     assert (obs.context["public_labels"] is None) == (scheme == "ds-fl")
     assert truth.images.shape == (3, 1, 16, 16)
     acc = truth.utility()["defended"]

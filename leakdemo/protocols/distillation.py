@@ -116,15 +116,28 @@ def _fedgems_targets(server_logits, client_logits, labels) -> torch.Tensor:
     return torch.where(good.any(0)[:, None], mean, onehot)
 
 
+def label_space(p: dict, data: identities.IdentitySet) -> tuple[int, torch.Tensor]:
+    """The classifiers' classes and each identity's index among them. FedMD and FedGEMS learn every identity
+    (the public labels name the non-target ones); DS-FL's public set has no labels, so its models know only the
+    private identities (the paper: "the total number of classes in DS-FL equals the number of classes in the
+    local dataset"); the others map to −1 and are never a training label."""
+    if p["protocol"] != "ds-fl":
+        return data.classes, torch.arange(data.classes)
+    index = torch.full((data.classes,), -1, dtype=torch.long)
+    index[torch.tensor(data.targets)] = torch.arange(len(data.targets))
+    return len(data.targets), index
+
+
 def federate(p: dict, data: identities.IdentitySet, device, defense: str):
     """Run the scheme; returns the rounds the server saw and the clients' final learners."""
     scheme, k, size, width = p["protocol"], p["clients"], p["image_size"], p["model_width"]
     g = torch.Generator().manual_seed(p["seed"] + 7)
     xp, yp = (t.to(device) for t in data.public)
-    private = [(x.to(device), y.to(device)) for x, y in data.private]
-    clients = [Learner(classifier(data.classes, size, width, g), device, p["seed"] + 100 + i) for i in range(k)]
+    classes, index = label_space(p, data)
+    private = [(x.to(device), index[y].to(device)) for x, y in data.private]
+    clients = [Learner(classifier(classes, size, width, g), device, p["seed"] + 100 + i) for i in range(k)]
     make_server = large_classifier if scheme == "fedgems" else classifier
-    server = Learner(make_server(data.classes, size, width, g), device, p["seed"] + 99)
+    server = Learner(make_server(classes, size, width, g), device, p["seed"] + 99)
     g_def = torch.Generator().manual_seed(p["seed"] + 8)
     e, r_e = p["local_epochs"], ROUND_EPOCHS[scheme]
 
@@ -180,19 +193,22 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
     xp, yp = data.public
     n_clean = len(data.public_clean[1])
     labelled = p["protocol"] != "ds-fl"
+    classes, index = label_space(p, data)
+    targets = index[torch.tensor(data.targets)]  # the private identities in the models' label space
     obs = Observation(kind="logits", payload=rounds, description=describe(p), context={
         "public_images": xp.clone(), "public_labels": yp.clone() if labelled else None,
         "clean": slice(0, n_clean), "insensitive": slice(n_clean, len(yp)),
-        "targets": list(data.targets), "classes": data.classes, "gap": data.gap, "clients": p["clients"]})
+        "targets": targets.tolist(), "classes": classes, "gap": data.gap, "clients": p["clients"]})
     unit = "digit" if p["data"] == "digits" else "identity"
     facts = [
         f"the public set it shares: {n_clean} clean images of the {data.classes - len(data.targets)} non-target "
         f"{unit} classes (D₀) and {len(yp) - n_clean} {'blurred' if data.gap == 'blur' else 'masked'} images of "
         f"all {data.classes} (D_a)" + ("" if labelled else ", without labels"),
-        f"which {len(data.targets)} classes are private targets (they have no clean public images)",
+        f"which {len(data.targets)} classes are private targets (they have no clean public images)" if labelled else
+        f"that the models' {classes} classes are the private identities (the clients' own labels)",
         "its own model f₀, trained on the public set, and its logits",
     ]
-    kn = Knowledge(model=copy.deepcopy(server.model), input_shape=tuple(xp.shape[1:]), num_classes=data.classes,
+    kn = Knowledge(model=copy.deepcopy(server.model), input_shape=tuple(xp.shape[1:]), num_classes=classes,
                    batch_size=len(data.targets), facts=facts)
     means = torch.stack([data.private_mean(j) for j in data.targets])
     public_means = _class_means(*data.public_clean) + _class_means(*data.public_insensitive)
@@ -204,7 +220,7 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
         """Each client's accuracy on held-out clean images of the private classes (what it federates for)."""
         xt, yt = data.test
         keep = torch.isin(yt, torch.tensor(data.targets))
-        xt, yt = xt[keep].to(device), yt[keep].to(device)
+        xt, yt = xt[keep].to(device), index[yt[keep]].to(device)
         out = {"defended": [c.accuracy(xt, yt) for c in clients]}
         if p["defense"] != "none":
             _, clean_clients, _ = federate(p, data, device, "none")
@@ -212,7 +228,7 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
         return out
 
     names = [f"{unit} {j} (client {data.owner[j] + 1})" for j in data.targets]
-    truth = GroundTruth(means, torch.tensor(data.targets), names, utility=utility, judge=judge)
+    truth = GroundTruth(means, targets, names, utility=utility, judge=judge)
     return obs, kn, truth
 
 
