@@ -231,9 +231,9 @@ def trials_check(p) -> None:
     if p["loop"] != "robust":
         raise ParamError("trials", f"racing starts need loop=robust (the published loop has one start); got "
                          f"trials={p['trials']}")
-    if p["protocol"] != "fedsgd":
-        raise ParamError("trials", f"racing starts work on FedSGD gradients only; got trials={p['trials']} "
-                         f"with protocol={p['protocol']}")
+    if p["protocol"] not in ("fedsgd", "fedavg"):
+        raise ParamError("trials", f"racing starts work on FedSGD gradients and FedAvg updates; got "
+                         f"trials={p['trials']} with protocol={p['protocol']}")
     if p["model"] == "resnet":
         raise ParamError("trials", "racing starts need a model without BatchNorm (its batch statistics tie a "
                          f"batch's images together): choose lenet, mlp or convnet, or trials=1; got {p['trials']}")
@@ -308,8 +308,8 @@ ATTACKS = {
             Param("iterations", "int", 2000, "Adam steps per start", low=1, high=24000),
             _adam_lr(IG_PAPER),
             _tv_weight(1e-2, IG_PAPER),
-            Param("restarts", "int", 0, "extra random starts; the one with the lowest objective is kept",
-                  low=0, high=8, paper=IG_PAPER),
+            Param("restarts", "int", 0, "extra random starts, run together as one batch (racing; the page can "
+                  "show them all); the one with the lowest objective is kept", low=0, high=8, paper=IG_PAPER),
         ),
         paper=IG_PAPER, protocols=("fedsgd",),
         knowledge=_GRADIENT_KNOWLEDGE + ("the labels, inferred from the last layer's gradient",),
@@ -323,8 +323,9 @@ ATTACKS = {
         params=_LBFGS_PARAMS + (
             Param("k_init", "float", 1.0, "the scale k's starting value (ideally 1/η, which the attacker does "
                   "not know)", low=1e-3, high=1e6, log=True, paper=DLM_PAPER, label="Start of k (≈ 1/η)"),
+            _TRIALS,
         ),
-        paper=DLM_PAPER, protocols=("fedavg",),
+        check=trials_check, paper=DLM_PAPER, protocols=("fedavg",),
         knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the scale k stands in for 1/η",),
         run=_attack("dlm"),
     ),
@@ -337,8 +338,9 @@ ATTACKS = {
                   "the mean of per-layer norms, as in the authors' code", choices=("global", "layer-mean"),
                   paper=DLM_PAPER, label="Normalisation"),
             _tv_weight(0.0, DLM_PAPER, note=" (helps batches)"),
+            _TRIALS,
         ),
-        paper=DLM_PAPER, protocols=("fedavg",),
+        check=trials_check, paper=DLM_PAPER, protocols=("fedavg",),
         knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the normalisation removes it",),
         run=_attack("dlm", "dlm_plus"),
     ),

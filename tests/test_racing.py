@@ -1,10 +1,17 @@
-"""The trial axis: K starts of DLG/iDLG as one vectorised program (issue 14's CPU-verifiable part)."""
+"""The trial axis: K starts of DLG/iDLG (batched L-BFGS) and of Inverting Gradients (batched signed Adam)
+as one program (issue 14's CPU-verifiable part)."""
+import math
+
 import pytest
 import torch
 
 from leakdemo import catalog
+from leakdemo.attacks.dlm import _trial_loss, normalised_distance
+from leakdemo.attacks.gradients import infer_labels, l2_distance, model_gradients
+from leakdemo.attacks.invgrad import signed_adam_trials, trial_objective
 from leakdemo.attacks.lbfgs import BatchedLBFGS
-from leakdemo.attacks.racing import _objective
+from leakdemo.attacks.racing import _objective, shared_gradient_loss
+from leakdemo.attacks.rounds import first_epoch, prepare_rounds
 from leakdemo.errors import ParamError
 from leakdemo.events import Progress
 from leakdemo.runner import Run
@@ -53,8 +60,9 @@ def test_each_dlg_trial_of_a_batch_matches_that_trial_run_alone():
     # in double precision: L-BFGS on DLG's objective amplifies float32's different summation orders (a batch
     # of 3 vs 1 picks other conv kernels) to 3e-2 within 60 evaluations; what must agree is the arithmetic
     kn.model.double()
+    obs.payload = [t.double() for t in obs.payload]
     shape = (1, *kn.input_shape)
-    objective = _objective(kn, [t.double() for t in obs.payload], None, shape, kn.num_classes)
+    objective = _objective(shared_gradient_loss(obs, kn, torch.device("cpu")), None, shape, kn.num_classes, ())
     starts = torch.cat([0.5 + 0.1 * torch.randn(3, 3 * 16 * 16, generator=torch.Generator().manual_seed(1)),
                         torch.zeros(3, kn.num_classes)], dim=1).double()
     together = BatchedLBFGS(objective, starts, lr=1.0)
@@ -88,3 +96,91 @@ def test_racing_starts_refuse_what_they_cannot_do(extra, says):
     with pytest.raises(ParamError) as e:
         from_preset("dlg", {"trials": 4, **extra})
     assert e.value.name == "trials" and says in str(e.value)
+
+
+def _invgrad_case(preset, **over):
+    sc = from_preset(preset, {"image_size": 16, "seed": 3, **over})
+    obs, kn, _ = catalog.PROTOCOLS["fedsgd"].run(dict(sc.params), torch.device("cpu"))
+    kn.model.double().train()
+    target = [t.double() for t in obs.payload]
+    y = torch.tensor(infer_labels(kn.model, obs.payload, kn.batch_size))
+    return kn, target, y
+
+
+@pytest.mark.parametrize("preset, model", [("invgrad-batch", "convnet"), ("invgrad", "resnet")])
+def test_each_invgrad_start_of_a_race_matches_that_start_run_alone(preset, model):
+    """The GPU's vmapped objective, run here on the CPU: every start of the batch takes the steps it takes
+    alone (plain autograd, as the published loop), BatchNorm's batch statistics included."""
+    kn, target, y = _invgrad_case(preset, model=model)
+    vmapped = trial_objective(kn.model, target, y, 1e-2, vectorised=True)
+    looped = trial_objective(kn.model, target, y, 1e-2, vectorised=False)
+    starts = torch.rand(3, kn.batch_size, *kn.input_shape, generator=torch.Generator().manual_seed(4)).double()
+    losses, grads = vmapped(starts)
+    alone = [looped(starts[k:k + 1]) for k in range(3)]
+    assert torch.allclose(losses, torch.cat([a[0] for a in alone]), atol=1e-10, rtol=0)
+    assert torch.allclose(grads, torch.cat([a[1] for a in alone]), atol=1e-10, rtol=0)
+    together = starts.clone()
+    for _ in signed_adam_trials(vmapped, together, 8, 0.1):
+        pass
+    for k in range(3):
+        x = starts[k:k + 1].clone()
+        for _ in signed_adam_trials(looped, x, 8, 0.1):
+            pass
+        assert torch.allclose(x[0], together[k], atol=1e-10), (k, (x[0] - together[k]).abs().max())
+    assert not torch.allclose(together[0], together[1])
+
+
+def test_invgrad_restarts_race_and_the_best_start_is_kept():
+    run = Run(from_preset("invgrad", {"image_size": 16, "iterations": 250, "images": "coffee", "restarts": 2}))
+    events = list(run.events())
+    fin = events[-1]
+    assert fin.status == "finished" and fin.metrics["psnr"] > 17, fin.metrics["psnr"]
+    assert "the best of 3 racing starts" in fin.metrics["note"]
+    progress = [e for e in events if isinstance(e, Progress)]
+    assert progress[-1].total == 250  # the starts run together, not one after another
+    assert progress[-1].trials.shape == (3, 16, 16, 3) and len(progress[-1].trials_psnr) == 3
+
+
+@pytest.mark.parametrize("attack", ["dlm", "dlm-plus"])
+def test_a_racing_dlm_trial_has_the_sequential_loops_objective(attack):
+    """DLM/DLM+ racing: the vmapped objective of each trial (torch.func, each round at its own weights, the
+    scale k packed after the soft label) equals the sequential loop's autograd objective, value and gradient."""
+    sc = from_preset(attack, {"image_size": 16, "seed": 2, "rounds_per_epoch": 2, "batch_size": 1})
+    p = dict(sc.params)
+    obs, kn, _ = catalog.PROTOCOLS["fedavg"].run(p, torch.device("cpu"))
+    kn.model.double()
+    for u in obs.payload:
+        u.before, u.after = [w.double() for w in u.before], [w.double() for w in u.after]
+    rounds = first_epoch(prepare_rounds(obs, kn, torch.device("cpu")))
+    per, classes = kn.batch_size, kn.num_classes
+    shape = (per * len(rounds), *kn.input_shape)
+    if attack == "dlm":
+        def distance(grads, delta, ex):
+            return l2_distance(grads, [ex[0] * d for d in delta])
+        extras = (torch.tensor(3.0, dtype=torch.float64),)
+    else:
+        def distance(grads, delta, ex):
+            return normalised_distance(grads, delta, "global")
+        extras = ()
+    vmapped = _objective(_trial_loss(kn.model, rounds, per, distance, 0.0), None, shape, classes, extras)
+    g = torch.Generator().manual_seed(5)
+    n_x, n_y = math.prod(shape), shape[0] * classes
+    z = torch.cat([torch.rand(3, n_x, generator=g), torch.randn(3, n_y, generator=g),
+                   2 + torch.rand(3, len(extras), generator=g)], 1).double()
+    values, grads = vmapped(z)
+    for k in range(3):
+        x = z[k, :n_x].view(shape).clone().requires_grad_(True)
+        y = z[k, n_x:n_x + n_y].view(shape[0], classes).clone().requires_grad_(True)
+        ex = [z[k, n_x + n_y:].reshape(()).clone().requires_grad_(True)] if extras else []
+        total = sum(distance(model_gradients(kn.model, x[i * per:(i + 1) * per], torch.softmax(y, -1)[i * per:(i + 1) * per],
+                                             create_graph=True, weights=r.weights), r.delta, ex)
+                    for i, r in enumerate(rounds))
+        alone = torch.cat([t.flatten() for t in torch.autograd.grad(total, [x, y, *ex])])
+        assert torch.isclose(values[k], total.detach(), rtol=1e-10, atol=0)
+        assert torch.allclose(grads[k], alone, rtol=1e-8, atol=1e-12), (k, (grads[k] - alone).abs().max())
+
+
+def test_dlm_plus_with_racing_starts_recovers_the_image():
+    fin = list(Run(from_preset("dlm-plus", {"image_size": 16, "iterations": 60, "trials": 4})).events())[-1]
+    assert fin.status == "finished" and fin.metrics["psnr"] > 30, fin.metrics["psnr"]
+    assert "the best of 4 racing starts" in fin.metrics["note"]

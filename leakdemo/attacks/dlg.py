@@ -160,8 +160,8 @@ def dlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         return
     guess = infer_labels(kn.model, obs.payload, kn.batch_size)  # the robust loop's starting label
     if p.get("trials", 1) > 1:
-        from .racing import racing_matching
-        yield from racing_matching(obs, kn, p, device, guess, fixed_labels=False)
+        from .racing import racing_matching, shared_gradient_loss
+        yield from racing_matching(kn, p, device, shared_gradient_loss(obs, kn, device), guess, fixed_labels=False)
         return
     yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), guess, fixed_labels=False)
 
@@ -170,8 +170,8 @@ def idlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     """iDLG: the label from the last layer's gradient (exact at batch 1), then match the image only."""
     labels = infer_labels(kn.model, obs.payload, kn.batch_size)
     if p.get("trials", 1) > 1:
-        from .racing import racing_matching
-        yield from racing_matching(obs, kn, p, device, labels, fixed_labels=True)
+        from .racing import racing_matching, shared_gradient_loss
+        yield from racing_matching(kn, p, device, shared_gradient_loss(obs, kn, device), labels, fixed_labels=True)
         return
     yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), labels, fixed_labels=True)
 

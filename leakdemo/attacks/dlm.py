@@ -6,7 +6,7 @@ The client does local SGD, W' = W − η∇W, and the attacker sees W and W' but
     perfect fit, and k's start decides which of the two the optimiser finds.
   * DLM+ divides both sides by their norms, ‖∇W/‖∇W‖ − ΔW/‖ΔW‖‖², so η drops out. With one global
     norm this is 2 − 2·cos(∇W, ΔW); the authors' code divides by the mean of the per-layer norms.
-Both reuse DLG's L-BFGS loop (robust or original). Several rounds in the first epoch are fitted
+Both reuse DLG's L-BFGS loop (robust or original), or its racing starts (`trials`). Several rounds in the first epoch are fitted
 together, each with the weights it started from.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import torch
 from ..threat import Knowledge, Observation, Step
 from .dlg import gradient_matching
 from .gradients import l2_distance, model_gradients, total_variation
+from .racing import functional_gradients, racing_matching
 from .rounds import first_epoch, prepare_rounds, slots_knowledge
 
 
@@ -49,8 +50,27 @@ def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) 
             loss = loss + distance(grads, r.delta, ex)
         return loss + tv * total_variation(x) if tv else loss
 
+    if p.get("trials", 1) > 1:
+        yield from racing_matching(slots_knowledge(kn, rounds), p, device, _trial_loss(model, rounds, per, distance, tv),
+                                   guess, fixed_labels=False, extras=extras)
+        return
     yield from gradient_matching(slots_knowledge(kn, rounds), p, device, objective, guess, fixed_labels=False,
                                  extras=extras)
+
+
+def _trial_loss(model, rounds, per: int, distance, tv: float):
+    """The same objective for one racing trial, in torch.func: each round's gradient at its own weights."""
+    buffers = dict(model.named_buffers())
+    names = [n for n, _ in model.named_parameters()]
+    weights = [{n: w.detach() for n, w in zip(names, r.weights)} for r in rounds]
+
+    def loss(x, label, ex):
+        total = 0.0
+        for i, (r, w) in enumerate(zip(rounds, weights)):
+            part = slice(i * per, (i + 1) * per)
+            total = total + distance(functional_gradients(model, w, buffers, x[part], label[part]), r.delta, ex)
+        return total + tv * total_variation(x) if tv else total
+    return loss
 
 
 def dlm(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:

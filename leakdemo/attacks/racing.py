@@ -1,4 +1,4 @@
-"""DLG and iDLG with K random starts racing: one vectorised program with a leading trial axis.
+"""DLG, iDLG, DLM and DLM+ with K random starts racing: one vectorised program with a leading trial axis.
 
 The sequential robust loop (dlg.py) tries one start at a time and restarts when it stalls. Here K starts
 run together: the gradient-matching objective is vmapped over the trial axis (each trial's own double
@@ -11,7 +11,7 @@ The host is asked once per step (what to show), never inside L-BFGS's 20 inner e
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -27,56 +27,79 @@ SHOWN = 16  # trials the page may show side by side (the first ones: every trial
 HISTORY = 100  # as the sequential loop (measured on the CPU: 50 or 20 converge slower per step)
 
 
-def _objective(kn: Knowledge, target: list[torch.Tensor], hard: torch.Tensor | None, shape, classes: int):
-    """z (K, D) -> (loss (K,), ∂loss/∂z (K, D)): DLG's L2 gradient distance for every trial at once.
-    z holds each trial's image, then (soft labels) its label logits."""
-    model = kn.model
-    names = [n for n, _ in model.named_parameters()]
+TrialLoss = Callable[[torch.Tensor, torch.Tensor, tuple], torch.Tensor]
+
+
+def functional_gradients(model, weights: dict, buffers: dict, x: torch.Tensor, label: torch.Tensor) -> list:
+    """∇_W loss(model(x), label) at `weights` with torch.func (vmap-able, differentiable again); label is
+    class indices (long) or probabilities (float), as `model_gradients`."""
+    def loss(w):
+        logits = functional_call(model, (w, buffers), (x,))
+        return F.cross_entropy(logits, label) if label.dtype == torch.long else soft_cross_entropy(logits, label)
+    return list(grad(loss)(weights).values())
+
+
+def shared_gradient_loss(obs: Observation, kn: Knowledge, device) -> TrialLoss:
+    """DLG's and iDLG's objective for one trial: the L2 distance to the shared gradient."""
+    model = kn.model.to(device).train()
     weights = {n: w.detach() for n, w in model.named_parameters()}
     buffers = dict(model.named_buffers())
+    target = [t.to(device) for t in obs.payload]
+
+    def loss(x, label, extras):
+        g = functional_gradients(model, weights, buffers, x, label)
+        return sum(((a - t) ** 2).sum() for a, t in zip(g, target))
+    return loss
+
+
+def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, extras: tuple):
+    """z (K, D) -> (loss (K,), ∂loss/∂z (K, D)): one trial's loss vmapped over the trials. z holds each
+    trial's image, then (soft labels) its label logits, then the extras (DLM's scale k)."""
     n_x = math.prod(shape)
+    n_y = 0 if hard is not None else shape[0] * classes
+    sizes = [e.numel() for e in extras]
 
-    def distance(x, label):
-        def loss(w):
-            logits = functional_call(model, (w, buffers), (x,))
-            return F.cross_entropy(logits, label) if hard is not None else soft_cross_entropy(logits, label)
-        g = grad(loss)(weights)
-        return sum(((g[n] - t) ** 2).sum() for n, t in zip(names, target))
+    def unpack(z):  # one trial's z -> image, label logits, extras
+        x, y = z[:n_x].view(shape), z[n_x:n_x + n_y].view(shape[0], classes)
+        ex, at = [], n_x + n_y
+        for e, n in zip(extras, sizes):
+            ex.append(z[at:at + n].view(e.shape))
+            at += n
+        return x, y, tuple(ex)
 
-    if hard is not None:
-        per_trial = vmap(grad_and_value(distance), in_dims=(0, None))
+    def one(z):
+        x, y, ex = unpack(z)
+        return loss(x, hard if hard is not None else F.softmax(y, dim=-1), ex)
 
-        def f(z):
-            gx, value = per_trial(z.view(-1, *shape), hard)
-            return value, gx.reshape(len(z), -1)
-        return f
-    per_trial = vmap(grad_and_value(lambda x, y: distance(x, F.softmax(y, dim=-1)), argnums=(0, 1)))
+    per_trial = vmap(grad_and_value(one))
 
     def f(z):
-        (gx, gy), value = per_trial(z[:, :n_x].view(-1, *shape), z[:, n_x:].view(len(z), -1, classes))
-        return value, torch.cat([gx.reshape(len(z), -1), gy.reshape(len(z), -1)], dim=1)
+        gz, value = per_trial(z)
+        return value, gz
     return f
 
 
-def racing_matching(obs: Observation, kn: Knowledge, p: dict, device, label_guess: list[int],
-                    fixed_labels: bool) -> Iterator[Step]:
+def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess: list[int], fixed_labels: bool,
+                    extras: tuple[torch.Tensor, ...] = ()) -> Iterator[Step]:
+    """K starts of `gradient_matching` (dlg.py) racing: loss(x, label, extras) is one trial's objective,
+    written with torch.func (see `shared_gradient_loss`); extras are further variables (DLM's k)."""
     k, total = p["trials"], p["iterations"]
     bs, shape, classes = kn.batch_size, (kn.batch_size, *kn.input_shape), kn.num_classes
-    kn.model.to(device).train()
-    target = [t.to(device) for t in obs.payload]
     hard = torch.tensor(label_guess, device=device) if fixed_labels else None
+    n_y = 0 if hard is not None else bs * classes
 
     def start(j: int) -> torch.Tensor:  # start j is where the sequential loop's j-th start would be
         g = torch.Generator().manual_seed(p["seed"] * 1000 + 17 + j)
         parts = [_initial_image(shape, g, "robust").flatten()]
         if hard is None:
             parts.append(_initial_label_logits(label_guess, bs, classes, g, "robust").flatten())
+        parts += [e.detach().float().flatten() for e in extras]
         return torch.cat(parts).to(device)
 
     z = torch.stack([start(j) for j in range(k)])
     started = k  # starts handed out so far: a stalled trial takes the next one
     n_x = math.prod(shape)
-    objective = _objective(kn, target, hard, shape, classes)
+    objective = _objective(loss, hard, shape, classes, extras)
     scale = torch.ones(k, device=device)
 
     def scaled(z):
@@ -86,7 +109,7 @@ def racing_matching(obs: Observation, kn: Knowledge, p: dict, device, label_gues
     opt = BatchedLBFGS(scaled, z, lr=p["lr"], history=HISTORY)
 
     def labels_of(zk: torch.Tensor) -> list[int]:
-        return list(label_guess) if hard is not None else zk[n_x:].view(bs, classes).argmax(-1).tolist()
+        return list(label_guess) if hard is not None else zk[n_x:n_x + n_y].view(bs, classes).argmax(-1).tolist()
 
     yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]), f"{k} random starts racing")
     inf = torch.full((k,), math.inf, device=device)
