@@ -90,7 +90,7 @@ def test_dlg_with_racing_starts_recovers_the_image():
 
 @pytest.mark.parametrize("extra, says", [
     ({"loop": "original"}, "loop=robust"),
-    ({"model": "resnet"}, "BatchNorm"),
+    ({"protocol": "vfl", "attack": "dlg"}, "FedSGD gradients and FedAvg updates"),
 ])
 def test_racing_starts_refuse_what_they_cannot_do(extra, says):
     with pytest.raises(ParamError) as e:
@@ -184,3 +184,26 @@ def test_dlm_plus_with_racing_starts_recovers_the_image():
     fin = list(Run(from_preset("dlm-plus", {"image_size": 16, "iterations": 60, "trials": 4})).events())[-1]
     assert fin.status == "finished" and fin.metrics["psnr"] > 30, fin.metrics["psnr"]
     assert "the best of 4 racing starts" in fin.metrics["note"]
+
+
+def test_a_racing_dlg_trial_on_a_batchnorm_model_has_the_sequential_loops_objective():
+    """ResNet's BatchNorm under vmap: each trial still normalises with its own batch's statistics, so its
+    objective equals the sequential loop's autograd objective, value and gradient."""
+    sc = from_preset("dlg", {"image_size": 16, "seed": 1, "model": "resnet", "batch_size": 2,
+                             "images": "coffee,rocket"})
+    obs, kn, _ = catalog.PROTOCOLS["fedsgd"].run(dict(sc.params), torch.device("cpu"))
+    kn.model.double()
+    obs.payload = [t.double() for t in obs.payload]
+    shape, classes = (2, *kn.input_shape), kn.num_classes
+    vmapped = _objective(shared_gradient_loss(obs, kn, torch.device("cpu")), None, shape, classes, ())
+    n_x, n_y = math.prod(shape), 2 * classes
+    g = torch.Generator().manual_seed(6)
+    z = torch.cat([torch.rand(3, n_x, generator=g), torch.randn(3, n_y, generator=g)], 1).double()
+    values, grads = vmapped(z)
+    for k in range(3):
+        x = z[k, :n_x].view(shape).clone().requires_grad_(True)
+        y = z[k, n_x:].view(2, classes).clone().requires_grad_(True)
+        total = l2_distance(model_gradients(kn.model, x, torch.softmax(y, -1), create_graph=True), obs.payload)
+        alone = torch.cat([t.flatten() for t in torch.autograd.grad(total, [x, y])])
+        assert torch.isclose(values[k], total.detach(), rtol=1e-10, atol=0)
+        assert torch.allclose(grads[k], alone, rtol=1e-8, atol=1e-12), (k, (grads[k] - alone).abs().max())

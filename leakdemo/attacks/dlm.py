@@ -18,7 +18,7 @@ import torch
 from ..threat import Knowledge, Observation, Step
 from .dlg import gradient_matching
 from .gradients import l2_distance, model_gradients, total_variation
-from .racing import functional_gradients, racing_matching
+from .racing import functional_gradients, racing_matching, trial_model
 from .rounds import first_epoch, prepare_rounds, slots_knowledge
 
 
@@ -60,7 +60,7 @@ def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) 
 
 def _trial_loss(model, rounds, per: int, distance, tv: float):
     """The same objective for one racing trial, in torch.func: each round's gradient at its own weights."""
-    buffers = dict(model.named_buffers())
+    model, buffers = trial_model(model)
     names = [n for n, _ in model.named_parameters()]
     weights = [{n: w.detach() for n, w in zip(names, r.weights)} for r in rounds]
 

@@ -8,16 +8,15 @@ K independent Adams since Adam works element by element. Each trial needs its ow
 start live and, side by side, the others."""
 from __future__ import annotations
 
-import copy
 from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, grad, grad_and_value, replace_all_batch_norm_modules_, vmap
+from torch.func import functional_call, grad, grad_and_value, vmap
 
 from ..threat import Knowledge, Observation, Step
 from .gradients import cosine_distance, infer_labels, model_gradients, total_variation
-from .racing import SHOWN
+from .racing import SHOWN, trial_model
 
 ValueAndGrad = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
@@ -54,9 +53,8 @@ def trial_objective(model: torch.nn.Module, target: list[torch.Tensor], y: torch
                     vectorised: bool) -> ValueAndGrad:
     """x (K, B, C, H, W) -> (losses (K,), ∂/∂x): each trial's cosine gradient distance + TV.
 
-    vectorised: vmapped over the trials (one program, for a GPU); BatchNorm keeps its batch statistics per
-    trial (running statistics, which vmap cannot update in place and which do not change a training-mode
-    gradient, are dropped on a copy). Otherwise a loop over the trials with plain autograd."""
+    vectorised: vmapped over the trials (one program, for a GPU; see `trial_model` for BatchNorm).
+    Otherwise a loop over the trials with plain autograd."""
     if not vectorised:
         def looped(x):
             losses, grads = [], []
@@ -67,10 +65,8 @@ def trial_objective(model: torch.nn.Module, target: list[torch.Tensor], y: torch
                 losses.append(loss.detach())
             return torch.stack(losses), torch.stack(grads)
         return looped
-    model = copy.deepcopy(model)
-    replace_all_batch_norm_modules_(model)
+    model, buffers = trial_model(model)
     weights = {n: w.detach() for n, w in model.named_parameters()}
-    buffers = dict(model.named_buffers())
 
     def one(x):
         def loss(w):
@@ -107,5 +103,5 @@ def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     final, _ = value_and_grad(x)
     best = int(torch.argmin(torch.nan_to_num(final.detach(), nan=float("inf"))))
     yield Step(its, its, float(final[best]), x[best].detach().clone(), labels,
-               f"kept the best of {k} racing starts (start {best + 1}), by the attack's own objective" if k > 1
+               f"kept the best of {k} racing starts (start {best + 1}), by its own objective" if k > 1
                else None, final=True)

@@ -10,12 +10,13 @@ The host is asked once per step (what to show), never inside L-BFGS's 20 inner e
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, grad, grad_and_value, vmap
+from torch.func import functional_call, grad, grad_and_value, replace_all_batch_norm_modules_, vmap
 
 from ..threat import Knowledge, Observation, Step
 from .dlg import (DIVERGED, POLISH_BELOW, POLISH_RATIO, STALL_RATIO, STALL_WINDOW, _initial_image,
@@ -39,11 +40,19 @@ def functional_gradients(model, weights: dict, buffers: dict, x: torch.Tensor, l
     return list(grad(loss)(weights).values())
 
 
+def trial_model(model: torch.nn.Module) -> tuple[torch.nn.Module, dict]:
+    """A copy of the model for vmapped trials, and its buffers. BatchNorm keeps its batch statistics per
+    trial; its running statistics — which vmap cannot update in place and which do not change a
+    training-mode gradient — are dropped on the copy."""
+    model = copy.deepcopy(model).train()
+    replace_all_batch_norm_modules_(model)
+    return model, dict(model.named_buffers())
+
+
 def shared_gradient_loss(obs: Observation, kn: Knowledge, device) -> TrialLoss:
     """DLG's and iDLG's objective for one trial: the L2 distance to the shared gradient."""
-    model = kn.model.to(device).train()
+    model, buffers = trial_model(kn.model.to(device))
     weights = {n: w.detach() for n, w in model.named_parameters()}
-    buffers = dict(model.named_buffers())
     target = [t.to(device) for t in obs.payload]
 
     def loss(x, label, extras):
@@ -163,5 +172,5 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         return
     fresh_note = f" ({started - k} stalled start(s) replaced)" if started > k else ""
     yield Step(total, total, float(answer_loss[winner]), answer_z[winner, :n_x].view(shape).clamp(0, 1),
-               labels_of(answer_z[winner]), f"the best of {k} racing starts (trial {winner + 1}), at its lowest "
+               labels_of(answer_z[winner]), f"kept the best of {k} racing starts (trial {winner + 1}), at its lowest "
                f"gradient distance{fresh_note}", final=True)
