@@ -172,5 +172,5 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         return
     fresh_note = f" ({started - k} stalled start(s) replaced)" if started > k else ""
     yield Step(total, total, float(answer_loss[winner]), answer_z[winner, :n_x].view(shape).clamp(0, 1),
-               labels_of(answer_z[winner]), f"kept the best of {k} racing starts (trial {winner + 1}), at its lowest "
+               labels_of(answer_z[winner]), f"kept the best of {k} racing starts (start {winner + 1}), at its lowest "
                f"gradient distance{fresh_note}", final=True)
