@@ -236,6 +236,12 @@ def trials_check(p) -> None:
                          f"trials={p['trials']} with protocol={p['protocol']}")
 
 
+def agic_check(p) -> None:
+    if p["restarts"] > 0 and p["epochs"] > 1:
+        raise ParamError("restarts", f"AGIC's racing starts need epochs=1 (with several epochs each start would "
+                         f"need its own cross-epoch pairing); got restarts={p['restarts']} with epochs={p['epochs']}")
+
+
 def cafe_check(p) -> None:
     if p["cafe_loop"] == "nested" and 2 * p["phase_iterations"] >= p["iterations"]:
         raise ParamError("phase_iterations", f"the nested loop needs 2 × phase_iterations < iterations "
@@ -361,8 +367,11 @@ ATTACKS = {
                   "reconstruction (the first epoch has 1)", low=0.0, high=1.0, paper=AGIC_PAPER, label="Later-epoch weight γ"),
             Param("match_labels", "bool", True, "pair images across epochs only when their inferred labels "
                   "agree (while such pairs remain)", paper=AGIC_PAPER, label="Match by label"),
+            Param("restarts", "int", 0, "extra random starts, run together as one batch (racing; the page can "
+                  "show them all); the one with the lowest objective is kept. One observed epoch only",
+                  low=0, high=8),
         ),
-        paper=AGIC_PAPER, protocols=("fedavg",), needs=("local_lr", "local_steps", "minibatch_size"),
+        check=agic_check, paper=AGIC_PAPER, protocols=("fedavg",), needs=("local_lr", "local_steps", "minibatch_size"),
         knowledge=_WEIGHT_KNOWLEDGE + ("the labels, inferred from the last layer's part of each update",),
         run=_attack("agic"),
     ),

@@ -1,5 +1,5 @@
-"""The trial axis: K starts of DLG/iDLG (batched L-BFGS) and of Inverting Gradients (batched signed Adam)
-as one program (issue 14's CPU-verifiable part)."""
+"""The trial axis: K starts of DLG/iDLG/DLM/DLM+ (batched L-BFGS) and of Inverting Gradients and AGIC (batched
+signed Adam) as one program (issue 14's CPU-verifiable part)."""
 import math
 
 import pytest
@@ -8,7 +8,8 @@ import torch
 from leakdemo import catalog
 from leakdemo.attacks.dlm import _trial_loss, normalised_distance
 from leakdemo.attacks.gradients import infer_labels, l2_distance, model_gradients
-from leakdemo.attacks.invgrad import signed_adam_trials, trial_objective
+from leakdemo.attacks.agic import _Problem
+from leakdemo.attacks.invgrad import signed_adam_trials, trial_objective, trials_objective
 from leakdemo.attacks.lbfgs import BatchedLBFGS
 from leakdemo.attacks.racing import _objective, shared_gradient_loss
 from leakdemo.attacks.rounds import first_epoch, prepare_rounds
@@ -207,3 +208,38 @@ def test_a_racing_dlg_trial_on_a_batchnorm_model_has_the_sequential_loops_object
         alone = torch.cat([t.flatten() for t in torch.autograd.grad(total, [x, y])])
         assert torch.isclose(values[k], total.detach(), rtol=1e-10, atol=0)
         assert torch.allclose(grads[k], alone, rtol=1e-8, atol=1e-12), (k, (grads[k] - alone).abs().max())
+
+
+def test_agics_objective_written_for_vmapped_starts_is_its_objective():
+    """AGIC's loss in torch.func (for starts vmapped on a GPU) equals its autograd loss, value and gradient,
+    over several rounds at their own weights, each filling its own slots (two rounds per epoch, two epochs)."""
+    sc = from_preset("agic-multiround", {"image_size": 16, "rounds_per_epoch": 2, "relu_modifier": True, "beta": 5.0})
+    p = dict(sc.params)
+    obs, kn, _ = catalog.PROTOCOLS["fedavg"].run(p, torch.device("cpu"))
+    kn.model.double()
+    for u in obs.payload:
+        u.before, u.after = [w.double() for w in u.before], [w.double() for w in u.after]
+    rounds = prepare_rounds(obs, kn, torch.device("cpu"))
+    prob = _Problem(kn.model, rounds, kn.extras["local_lr"], p)
+    members = [torch.tensor([i % 2]) for i in range(len(rounds))]
+    labels = torch.tensor([c for r in rounds[:2] for c in r.labels])
+    gammas = [1.0, 1.0, 0.5, 0.5]
+    starts = torch.rand(3, 2, *kn.input_shape, generator=torch.Generator().manual_seed(7)).double()
+    every = list(range(len(rounds)))
+    vmapped = trials_objective(lambda v: prob.loss(v, labels, members, gammas, every),
+                               lambda v: prob.loss(v, labels, members, gammas, every, functional=True), vectorised=True)
+    looped = trials_objective(lambda v: prob.loss(v, labels, members, gammas, every),
+                              lambda v: prob.loss(v, labels, members, gammas, every, functional=True), vectorised=False)
+    (va, ga), (vb, gb) = vmapped(starts), looped(starts)
+    assert torch.allclose(va, vb, rtol=1e-10, atol=0) and torch.allclose(ga, gb, rtol=1e-8, atol=1e-12)
+    assert not torch.allclose(va[0], va[1])
+
+
+def test_agic_restarts_race_and_refuse_several_epochs():
+    fin = list(Run(from_preset("agic", {"image_size": 16, "local_steps": 2, "iterations": 300,
+                                        "restarts": 2})).events())[-1]
+    assert fin.status == "finished" and fin.metrics["psnr"] > 20, fin.metrics["psnr"]
+    assert "the best of 3 racing starts" in fin.metrics["note"]
+    with pytest.raises(ParamError) as e:
+        from_preset("agic-multiround", {"restarts": 2})
+    assert e.value.name == "restarts" and "epochs=1" in str(e.value)

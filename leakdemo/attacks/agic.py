@@ -9,7 +9,8 @@
 * Several epochs: pre-reconstruct every round, pair the images of consecutive epochs greedily by MSE
   after 2×2 average pooling (only images with the same inferred label), then reconstruct jointly:
   Σₖ γₖ(1 − cosₖ), γ = 1 for the first epoch and `epoch_weight` after.
-The optimiser is Inverting Gradients' (Adam on signed gradients, lr 0.1, [0, 1] box).
+The optimiser is Inverting Gradients' (Adam on signed gradients, lr 0.1, [0, 1] box); with one epoch
+observed, `restarts` race as Inverting Gradients' do (one batch of starts, the lowest objective kept).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from torch import nn
 
 from ..threat import Knowledge, Observation, Step
 from .gradients import cosine_distance, model_gradients, total_variation
-from .invgrad import signed_adam
+from .invgrad import racing_signed_adam, signed_adam, trials_objective
+from .racing import functional_gradients, trial_model
 from .rounds import Round, first_epoch, prepare_rounds
 
 
@@ -88,11 +90,19 @@ class _Problem:
         self.tv = p["tv_weight"]
 
     def loss(self, x: torch.Tensor, labels: torch.Tensor, members: list[torch.Tensor], gammas: list[float],
-             which: list[int]) -> torch.Tensor:
+             which: list[int], functional: bool = False) -> torch.Tensor:
+        """functional: the same loss written with torch.func, for trials vmapped on a GPU."""
+        if functional and not hasattr(self, "_fmodel"):
+            self._fmodel, self._buffers = trial_model(self.model)
+            names = [n for n, _ in self._fmodel.named_parameters()]
+            self._weights = [{n: w.detach() for n, w in zip(names, r.weights)} for r in self.rounds]
         total = 0.0
         for k in which:
-            r = self.rounds[k]
-            grads = model_gradients(self.model, x[members[k]], labels[members[k]], True, r.weights)
+            xs, ys = x[members[k]], labels[members[k]]
+            if functional:
+                grads = functional_gradients(self._fmodel, self._weights[k], self._buffers, xs, ys)
+            else:
+                grads = model_gradients(self.model, xs, ys, True, self.rounds[k].weights)
             total = total + gammas[k] * cosine_distance(grads, self.targets[k], self.alphas[k])
         return total + self.tv * total_variation(x)
 
@@ -153,13 +163,16 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         yield Step(done, total, float("nan"), x.detach(), labels.tolist(),
                    f"matched the images of {epochs} epochs; reconstructing jointly from all {len(rounds)} rounds",
                    matching=matching)
-    def joint(v):
-        return prob.loss(v, labels, members, gammas, list(range(len(rounds))))
-
-    for loss in signed_adam(joint, x, p["iterations"], p["lr"]):
-        done += 1
-        yield Step(done, total, loss, x.detach(), labels.tolist())
-    yield Step(done, total, float(joint(x).detach()), x.detach(), labels.tolist(), final=True, matching=matching)
+    every = list(range(len(rounds)))
+    # restarts race (one epoch only): start 0 is the start above, the others fresh, all under one signed Adam
+    starts = [x.detach()] + [torch.rand(shape, generator=g).to(device) for _ in range(p["restarts"])]
+    if len(starts) > 1:
+        yield Step(done, total, float("nan"), x.detach(), labels.tolist(), f"{len(starts)} random starts racing")
+    value_and_grad = trials_objective(lambda v: prob.loss(v, labels, members, gammas, every),
+                                      lambda v: prob.loss(v, labels, members, gammas, every, functional=True),
+                                      vectorised=len(starts) > 1 and torch.device(device).type == "cuda")
+    yield from racing_signed_adam(value_and_grad, torch.stack(starts), p["iterations"], p["lr"], labels.tolist(),
+                                  done, total, matching)
 
 
 def _matching_report(pre_images, slot_of, by_epoch, per) -> dict:

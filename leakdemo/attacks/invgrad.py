@@ -48,34 +48,60 @@ def signed_adam(objective: Callable[[torch.Tensor], torch.Tensor], x: torch.Tens
         yield float(loss)
 
 
+def trials_objective(loss: Callable[[torch.Tensor], torch.Tensor], func_loss: Callable[[torch.Tensor], torch.Tensor],
+                     vectorised: bool) -> ValueAndGrad:
+    """x (K, ...) -> (losses (K,), ∂loss/∂x): one trial's loss for every trial. vectorised: `func_loss` (the
+    same loss written with torch.func, see `racing.trial_model`) vmapped into one program, for a GPU;
+    otherwise a loop of `loss` with plain autograd, which is faster on a CPU (measured: 5.6 against 8.3 ms
+    per trial for Inverting Gradients at batch 1)."""
+    if vectorised:
+        both = vmap(grad_and_value(func_loss))
+
+        def vmapped(x):
+            g, value = both(x)
+            return value, g
+        return vmapped
+
+    def looped(x):
+        losses, grads = [], []
+        for xk in x.detach():
+            xk.requires_grad_(True)
+            value = loss(xk)
+            grads.append(torch.autograd.grad(value, [xk])[0])
+            losses.append(value.detach())
+        return torch.stack(losses), torch.stack(grads)
+    return looped
+
+
 def trial_objective(model: torch.nn.Module, target: list[torch.Tensor], y: torch.Tensor, tv: float,
                     vectorised: bool) -> ValueAndGrad:
-    """x (K, B, C, H, W) -> (losses (K,), ∂/∂x): each trial's cosine gradient distance + TV.
+    """Inverting Gradients' objective for K trials: each trial's cosine gradient distance + TV."""
+    fmodel, buffers = trial_model(model)
+    weights = {n: w.detach() for n, w in fmodel.named_parameters()}
 
-    vectorised: vmapped over the trials (one program, for a GPU; see `trial_model` for BatchNorm).
-    Otherwise a loop over the trials with plain autograd."""
-    if not vectorised:
-        def looped(x):
-            losses, grads = [], []
-            for xk in x.detach():
-                xk.requires_grad_(True)
-                loss = cosine_distance(model_gradients(model, xk, y, create_graph=True), target) + tv * total_variation(xk)
-                grads.append(torch.autograd.grad(loss, [xk])[0])
-                losses.append(loss.detach())
-            return torch.stack(losses), torch.stack(grads)
-        return looped
-    model, buffers = trial_model(model)
-    weights = {n: w.detach() for n, w in model.named_parameters()}
+    def loss(x):
+        return cosine_distance(model_gradients(model, x, y, create_graph=True), target) + tv * total_variation(x)
 
-    def one(x):
-        return cosine_distance(functional_gradients(model, weights, buffers, x, y), target) + tv * total_variation(x)
+    def func_loss(x):
+        return cosine_distance(functional_gradients(fmodel, weights, buffers, x, y), target) + tv * total_variation(x)
+    return trials_objective(loss, func_loss, vectorised)
 
-    per_trial = vmap(grad_and_value(one))
 
-    def f(x):
-        g, value = per_trial(x)
-        return value, g
-    return f
+def racing_signed_adam(value_and_grad: ValueAndGrad, x: torch.Tensor, iterations: int, lr: float, labels,
+                       done: int = 0, total: int | None = None, matching: dict | None = None) -> Iterator[Step]:
+    """Signed Adam on K starts x (K, B, C, H, W) as a stream of Steps: the leading start live (with K > 1 the
+    first SHOWN side by side), then the start with the lowest objective — the attack's own loss — as the answer.
+    One host sync per step: which start leads."""
+    k, total = len(x), total or iterations
+    for i, loss in enumerate(signed_adam_trials(value_and_grad, x, iterations, lr), 1):
+        lead = int(torch.argmin(torch.nan_to_num(loss, nan=float("inf")))) if k > 1 else 0
+        yield Step(done + i, total, float(loss[lead]), x[lead].detach(), labels,
+                   trials=x.detach()[:SHOWN] if k > 1 else None)
+    final, _ = value_and_grad(x)
+    best = int(torch.argmin(torch.nan_to_num(final.detach(), nan=float("inf"))))
+    yield Step(done + iterations, total, float(final[best]), x[best].detach().clone(), labels,
+               f"kept the best of {k} racing starts (start {best + 1}), by its own objective" if k > 1 else None,
+               final=True, matching=matching)
 
 
 def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
@@ -85,19 +111,9 @@ def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     labels = infer_labels(kn.model, obs.payload, kn.batch_size)
     y = torch.tensor(labels, device=device)
     shape = (kn.batch_size, *kn.input_shape)
-    its, k, tv = p["iterations"], p["restarts"] + 1, p["tv_weight"]
-
-    value_and_grad = trial_objective(model, target, y, tv, vectorised=k > 1 and torch.device(device).type == "cuda")
+    k = p["restarts"] + 1
+    value_and_grad = trial_objective(model, target, y, p["tv_weight"], vectorised=k > 1 and torch.device(device).type == "cuda")
     starts = [torch.rand(shape, generator=torch.Generator().manual_seed(p["seed"] * 1000 + 29 + j)) for j in range(k)]
     x = torch.stack(starts).to(device)
-    racing = f"{k} random starts racing" if k > 1 else None
-    yield Step(0, its, float("nan"), x[0].detach(), labels, racing)
-    for done, loss in enumerate(signed_adam_trials(value_and_grad, x, its, p["lr"]), 1):
-        lead = int(torch.argmin(torch.nan_to_num(loss, nan=float("inf")))) if k > 1 else 0  # the step's one sync
-        yield Step(done, its, float(loss[lead]), x[lead].detach(), labels,
-                   trials=x.detach()[:SHOWN] if k > 1 else None)
-    final, _ = value_and_grad(x)
-    best = int(torch.argmin(torch.nan_to_num(final.detach(), nan=float("inf"))))
-    yield Step(its, its, float(final[best]), x[best].detach().clone(), labels,
-               f"kept the best of {k} racing starts (start {best + 1}), by its own objective" if k > 1
-               else None, final=True)
+    yield Step(0, p["iterations"], float("nan"), x[0].detach(), labels, f"{k} random starts racing" if k > 1 else None)
+    yield from racing_signed_adam(value_and_grad, x, p["iterations"], p["lr"], labels)
