@@ -40,6 +40,12 @@ def test_judges_apply_the_papers_bars():
                 ((0.7, 0.2), (0.8, 0.3), (0.6, 0.5))])[1] == REPRODUCED  # medians 0.7 vs 0.3
     assert pli([{"attack_accuracy": 0.4, "baseline_attack_accuracy": 0.2}])[1] == PARTLY
     assert pli([{"attack_accuracy": 0.1, "baseline_attack_accuracy": 0.2}])[1] == NOT
+    batch = _judge("invgrad-batch-8")
+    run = lambda images: {"psnr_per_image": images, "psnr": sum(images) / len(images), "seconds": 140.0}
+    # one lost image does not decide a batch; the median image of each run, then over the seeds, does
+    assert batch([run([22, 20, 19, 19, 18.5, 25, 6, 21])] * 2 + [run([12] * 8)])[1] == REPRODUCED
+    assert batch([run([16] * 8)] * 3)[1] == PARTLY
+    assert batch([run([25, 25, 25, 10, 10, 10, 10, 10])] * 3)[1] == NOT
     fake = _judge("cafe-fake-gradients")
     assert fake([{"psnr": 8.0, "utility": {"defended": [2.3, 0.7]}}])[1] == REPRODUCED
     assert fake([{"psnr": 8.0, "utility": {"defended": [2.3, 2.2]}}])[1] == PARTLY

@@ -11,9 +11,25 @@ RECON_COLOR = "#ff7f0e"  # orange: what the attacker rebuilt
 CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projector
 
 
-def grid_row(images: np.ndarray) -> np.ndarray:
-    """A row of images at twice their size, white gaps between them (the browser enlarges it further)."""
-    return grid([list(images[:16])], 2 * images.shape[1])
+COLUMN = 520  # on-screen pixels a half-page column offers a batch (wide layout, 1440 px window)
+
+
+def batch_columns(n: int) -> int:
+    """One or two images side by side; more in a near-square block, so a batch of 8 fits its column."""
+    return n if n <= 2 else int(np.ceil(np.sqrt(n)))
+
+
+def batch_grid(images: np.ndarray) -> np.ndarray:
+    """The first 16 images of a batch in rows of `batch_columns`, at twice their size, white gaps between
+    them (the browser enlarges it further). Originals and reconstructions use the same places."""
+    shown = list(images[:16])
+    cols = batch_columns(len(shown))
+    return grid([shown[i:i + cols] for i in range(0, len(shown), cols)], 2 * images.shape[1])
+
+
+def batch_zoom(n: int, size: int) -> float:
+    """`zoom` for a batch block of n images: each about CELL px, less when its columns would not fit."""
+    return zoom(size, min(CELL, COLUMN // batch_columns(min(n, 16))))
 
 
 def zoom(size: int, cell: int) -> float:

@@ -5,18 +5,19 @@ import numpy as np
 import streamlit as st
 
 from ...artifacts import mosaic, mosaic_layout, psnr_color
-from ..pictures import CELL, grid_row, show, zoom
+from ..pictures import batch_grid, batch_zoom, show
 
 
 def images_panel(seq: int, started, originals: np.ndarray, images, per: list, frame: tuple) -> None:
-    """A few private images: originals in one row, the reconstruction (matched to them) in the other."""
+    """A few private images: originals on the left, the reconstruction (matched to them) in the same places
+    on the right — a row for one or two images, a block for a batch."""
     left, right = st.columns(2, gap="large")
     left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
-    z = zoom(originals.shape[1], CELL)
-    show(left, ("row", seq, -1), lambda: grid_row(originals), z, ", ".join(started.names[:16]))
+    z = batch_zoom(len(originals), originals.shape[1])
+    show(left, ("row", seq, -1), lambda: batch_grid(originals), z, ", ".join(started.names[:16]))
     right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
     if images is not None:
-        show(right, ("row", seq, frame), lambda: grid_row(images), z,
+        show(right, ("row", seq, frame), lambda: batch_grid(images), z,
               " · ".join(f"{v:.1f} dB" for v in per[:16]) or None)
     if len(originals) > 1 and started.scenario["params"].get("attack") == "cafe":
         st.caption("Each reconstruction is scored against its own original: the server chose the batch "
