@@ -205,7 +205,7 @@ CHECKS: tuple[Check, ...] = (
           "as `pli`, FedGEMS, seeds 1–2", quick=False),
     Check("pli-10-clients", PLI, "with ten clients the best client's logits still leak",
           "LFW, K = 10: PLI 79 %, TBI 10 %", tuple(("pli-10-clients", {"seed": s}) for s in (1, 2, 3)), _pli,
-          "20 private of 50 identities, 2 per client, seeds 1–3", quick=False),
+          "50 private of 100 identities, 5 per client, γ = 0.3, seeds 1–3", quick=False),
     Check("defense-dp", DLG, "Gaussian noise of variance ≥ 1e-2 on the gradient stops DLG",
           "no recognisable image from σ² ≥ 1e-2",
           (("dlg", {"images": "coffee", "seed": 1, "defense": "dp-gaussian", "dp_sigma": 0.1}),),
