@@ -9,12 +9,15 @@ from ...artifacts import grid
 from ..pictures import RECON_COLOR, show, zoom
 
 
+PER_ROW = 10  # classes per row: 50 in one row would shrink each face to a few pixels
+
+
 def classes_panel(run: int, started, images, baseline, success, latest) -> None:
     """Logit sharing: per private target class, its mean private image, the attack's reconstruction (✓ when
     it passes the paper's attack-accuracy test) and, beside it, the TBI baseline's."""
     params = started.scenario["params"]
     n = len(started.originals)
-    cell = 96 if n <= 10 else 64
+    cell = 96 if n <= PER_ROW else 80  # ten of 80 px fit the page's main column
     rows, labels = [list(started.originals)], ["Private class mean (never sent)"]
     name = "PLI" if params["attack"] == "pli" else "TBI"
     if images is not None:
@@ -27,7 +30,8 @@ def classes_panel(run: int, started, images, baseline, success, latest) -> None:
     for i, (text, cls, row) in enumerate(zip(labels, ("ld-orig", "ld-recon", "ld-base"), rows)):
         st.markdown(f'<span class="{cls}">{text}</span>', unsafe_allow_html=True)
         size = row[0].shape[0]
-        show(st, ("classes", run, i, -1 if i == 0 else frame), lambda: grid([row], 2 * size), zoom(size, cell))
+        wrapped = [row[j:j + PER_ROW] for j in range(0, len(row), PER_ROW)]  # each class keeps its place
+        show(st, ("classes", run, i, -1 if i == 0 else frame), lambda: grid(wrapped, 2 * size), zoom(size, cell))
     marks = "  ".join(f"{('✓' if ok else '✗')} {nm.split(' (')[0]}" for ok, nm in zip(success or [], started.names))
     if marks:
         st.caption(marks)
