@@ -16,6 +16,7 @@ from typing import Iterator
 import torch
 
 from ..threat import Knowledge, Observation, Step
+from .compiled import wanted
 from .dlg import gradient_matching
 from .gradients import l2_distance, model_gradients, total_variation
 from .racing import functional_gradients, racing_matching, trial_model
@@ -55,7 +56,8 @@ def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) 
                                    guess, fixed_labels=False, extras=extras)
         return
     yield from gradient_matching(slots_knowledge(kn, rounds), p, device, objective, guess, fixed_labels=False,
-                                 extras=extras)
+                                 extras=extras, trial_loss=_trial_loss(model, rounds, per, distance, tv)
+                                 if wanted(p, device) else None)
 
 
 def _trial_loss(model, rounds, per: int, distance, tv: float):

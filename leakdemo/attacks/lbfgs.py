@@ -8,6 +8,13 @@ step) writes zeros there, which the two-loop recursion passes over exactly (α =
 is a mask over trials and the inner loop never asks the host anything — no `.item()`, no branch on a
 tensor — which is what keeps a GPU busy. (On the CPU, where asking is free, a step ends early when every
 trial has paused, as torch's does.)
+
+The direction H·g is computed in the compact form of Byrd, Nocedal and Schnabel (1994; Nocedal & Wright
+eq. 7.24) instead of the two-loop recursion: the same matrix, but a handful of batched products and two
+small triangular solves in place of 4 × history tiny operations — with 100 pairs the recursion's ~800
+kernel calls per evaluation cost more than DLG's objective itself. The Gram matrices SᵀY and YᵀY are kept
+up to date one slot at a time. An empty slot (zeros) is given a unit diagonal in R, which leaves it out
+exactly, as α = β = 0 did in the recursion.
 """
 from __future__ import annotations
 
@@ -24,9 +31,14 @@ class BatchedLBFGS:
         self.objective, self.z, self.lr, self.m = objective, z.detach().clone(), lr, history
         self.tolerance_grad, self.tolerance_change = tolerance_grad, tolerance_change
         k, d = self.z.shape
-        self.S = torch.zeros(history, k, d, dtype=z.dtype, device=z.device)  # steps s = t·d, by slot
-        self.Y = torch.zeros_like(self.S)  # gradient changes y
-        self.rho = torch.zeros(history, k, dtype=z.dtype, device=z.device)  # 1 / yᵀs (0: an empty slot)
+        # the history, one row per slot: the steps s = t·d, then the gradient changes y (one array, so a
+        # single pass over memory gives every product a step needs)
+        self.W = torch.zeros(k, 2 * history, d, dtype=z.dtype, device=z.device)
+        self.S, self.Y = self.W[:, :history], self.W[:, history:]
+        self.rho = torch.zeros(k, history, dtype=z.dtype, device=z.device)  # 1 / yᵀs (0: an empty slot)
+        self.SY = torch.zeros(k, history, history, dtype=z.dtype, device=z.device)  # [k, i, j] = s_iᵀ y_j
+        self.YY = torch.zeros_like(self.SY)  # y_iᵀ y_j
+        self._slots = torch.arange(history, device=z.device)
         self.slot, self.filled = 0, 0  # the next slot written (the same for every trial), slots in use
         self.fresh = torch.ones(k, dtype=torch.bool, device=z.device)  # no step taken since a (re)start
         self.d = torch.zeros_like(self.z)
@@ -40,26 +52,40 @@ class BatchedLBFGS:
     def restart(self, mask: torch.Tensor) -> None:
         """Forget the history of the trials in `mask` (their next step is a first step again)."""
         keep = (~mask).to(self.z.dtype)
-        self.S *= keep[None, :, None]
-        self.Y *= keep[None, :, None]
-        self.rho *= keep[None, :]
+        self.W *= keep[:, None, None]
+        self.rho *= keep[:, None]
+        self.SY *= keep[:, None, None]
+        self.YY *= keep[:, None, None]
         self.fresh |= mask
         self.h_diag = torch.where(mask, torch.ones_like(self.h_diag), self.h_diag)
 
-    def _direction(self, g: torch.Tensor) -> torch.Tensor:
-        q = -g
-        alphas = []
-        for j in range(self.filled):  # newest first
-            i = (self.slot - 1 - j) % self.m
-            a = self.rho[i] * (self.S[i] * q).sum(1)
-            q = q - a[:, None] * self.Y[i]
-            alphas.append(a)
-        r = q * self.h_diag[:, None]
-        for j in reversed(range(self.filled)):  # oldest first
-            i = (self.slot - 1 - j) % self.m
-            b = self.rho[i] * (self.Y[i] * r).sum(1)
-            r = r + self.S[i] * (alphas[j] - b)[:, None]
-        return torch.where(self.fresh[:, None], -g, r)
+    def _learn_and_direction(self, s: torch.Tensor, y: torch.Tensor, rho: torch.Tensor,
+                             g: torch.Tensor) -> torch.Tensor:
+        """Write the pair (s, y) — zeros for a trial with nothing to learn — at the current slot, then return
+        −H·g for every trial, H the L-BFGS inverse Hessian of its pairs (compact form)."""
+        i, m = self.slot, self.m
+        self.S[:, i], self.Y[:, i], self.rho[:, i] = s, y, rho
+        prods = self.W @ torch.stack([s, y, g], 2)  # (K, 2m, 3)
+        self.SY[:, i, :], self.SY[:, :, i] = prods[:, m:, 0], prods[:, :m, 1]  # s_i·y_j, s_j·y_i
+        self.YY[:, i, :], self.YY[:, :, i] = prods[:, m:, 1], prods[:, m:, 1]
+        self.slot, self.filled = (self.slot + 1) % m, min(self.filled + 1, m)
+        f = self.filled
+        gamma = self.h_diag[:, None]
+        order = (self._slots[:f] + (self.slot - f)) % m  # the pairs in use, oldest first
+        sy = self.SY[:, order][:, :, order]  # (K, f, f)
+        empty = (self.rho[:, order] == 0).to(g.dtype)  # (K, f)
+        r = torch.triu(sy) + torch.diag_embed(empty)
+        diag = torch.diagonal(sy, dim1=1, dim2=2)
+        sg, yg = prods[:, :m, 2][:, order], prods[:, m:, 2][:, order]
+        u = torch.linalg.solve_triangular(r, sg[..., None], upper=True)  # R⁻¹ Sᵀg
+        inner = (diag[..., None] * u + gamma[..., None] * (self.YY[:, order][:, :, order] @ u)
+                 - gamma[..., None] * yg[..., None])
+        w = torch.linalg.solve_triangular(r.transpose(1, 2), inner, upper=False)  # R⁻ᵀ((D + γYᵀY)R⁻¹Sᵀg − γYᵀg)
+        coef = torch.zeros(g.shape[0], 2 * m, dtype=g.dtype, device=g.device)
+        coef[:, order] = w[..., 0]
+        coef[:, m + order] = -gamma * u[..., 0]
+        hg = gamma * g + (coef[:, None] @ self.W)[:, 0]  # γg + S·w − γY·u
+        return torch.where(self.fresh[:, None], -g, -hg)
 
     def step(self, max_iter: int = 20) -> torch.Tensor:
         """Up to `max_iter` evaluations per trial, as one `torch.optim.LBFGS.step`; returns each trial's loss
@@ -74,14 +100,9 @@ class BatchedLBFGS:
             ys = (y * s).sum(1)
             learn = active & ~self.fresh & (ys > 1e-10)
             w = learn.to(self.z.dtype)
-            self.S[self.slot] = s * w[:, None]
-            self.Y[self.slot] = y * w[:, None]
-            self.rho[self.slot] = torch.where(learn, 1.0 / torch.where(learn, ys, torch.ones_like(ys)),
-                                              torch.zeros_like(ys))
             self.h_diag = torch.where(learn, ys / (y * y).sum(1).clamp_min(1e-30), self.h_diag)
-            self.slot, self.filled = (self.slot + 1) % self.m, min(self.filled + 1, self.m)
-
-            d = self._direction(g)
+            rho = torch.where(learn, 1.0 / torch.where(learn, ys, torch.ones_like(ys)), torch.zeros_like(ys))
+            d = self._learn_and_direction(s * w[:, None], y * w[:, None], rho, g)
             t = torch.where(self.fresh, torch.clamp(1.0 / g.abs().sum(1).clamp_min(1e-30), max=1.0) * self.lr,
                             torch.full_like(self.t, self.lr))
             # torch keeps this direction, step and gradient even when it then declines to move

@@ -22,6 +22,7 @@ from ..threat import Knowledge, Observation, Step
 from .dlg import (DIVERGED, POLISH_BELOW, POLISH_RATIO, STALL_RATIO, STALL_WINDOW, _initial_image,
                   _initial_label_logits)
 from .gradients import soft_cross_entropy
+from .compiled import compile_objective, wanted
 from .lbfgs import BatchedLBFGS
 
 SHOWN = 16  # trials the page may show side by side (the first ones: every trial is scored outside the attack)
@@ -69,7 +70,8 @@ def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, 
     sizes = [e.numel() for e in extras]
 
     def unpack(z):  # one trial's z -> image, label logits, extras
-        x, y = z[:n_x].view(shape), z[n_x:n_x + n_y].view(shape[0], classes)
+        x = z[:n_x].view(shape)
+        y = z[n_x:n_x + n_y].view(shape[0], classes) if n_y else None  # fixed labels (iDLG): none to optimise
         ex, at = [], n_x + n_y
         for e, n in zip(extras, sizes):
             ex.append(z[at:at + n].view(e.shape))
@@ -120,7 +122,13 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     def labels_of(zk: torch.Tensor) -> list[int]:
         return list(label_guess) if hard is not None else zk[n_x:n_x + n_y].view(bs, classes).argmax(-1).tolist()
 
-    yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]), f"{k} random starts racing")
+    compiling = wanted(p, device)
+    yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]), f"{k} random starts racing"
+               + ("; compiling the objective (the first time for this shape on this machine: up to a minute)"
+                  if compiling else ""))
+    note = None
+    if compiling:
+        objective, note = compile_objective(objective, z)
     inf = torch.full((k,), math.inf, device=device)
     nan = torch.full_like(inf, math.nan)
     best_loss, best_z, first, prev = inf.clone(), z.clone(), nan.clone(), nan.clone()
@@ -164,7 +172,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         shown = torch.where(finite, loss, inf)
         lead = int(torch.argmin(shown))
         yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape), labels_of(before[lead]),
-                   trials=before[:SHOWN, :n_x].view(-1, *shape))
+                   note if done == 1 else None, trials=before[:SHOWN, :n_x].view(-1, *shape))
     winner = int(torch.argmin(answer_loss))
     if not math.isfinite(float(answer_loss[winner])):  # every step of every trial was non-finite
         yield Step(total, total, math.inf, opt.z[0, :n_x].view(shape).clamp(0, 1), None,

@@ -1,0 +1,98 @@
+"""The compiled objective (torch.compile) and the compact L-BFGS direction: faster, and the same numbers."""
+import pytest
+import torch
+
+from leakdemo import catalog
+from leakdemo.attacks import compiled
+from leakdemo.attacks.dlg import _PackedLBFGS
+from leakdemo.attacks.racing import _objective, shared_gradient_loss
+from leakdemo.errors import ParamError
+from leakdemo.events import Progress
+from leakdemo.runner import Run
+from leakdemo.scenario import from_preset
+
+
+def _dlg_objective(size=16):
+    sc = from_preset("dlg", {"image_size": size, "seed": 1})
+    obs, kn, _ = catalog.PROTOCOLS["fedsgd"].run(dict(sc.params), torch.device("cpu"))
+    shape = (1, *kn.input_shape)
+    f = _objective(shared_gradient_loss(obs, kn, torch.device("cpu")), None, shape, kn.num_classes, ())
+    z = torch.cat([0.5 + 0.1 * torch.randn(2, 3 * size * size, generator=torch.Generator().manual_seed(0)),
+                   torch.zeros(2, kn.num_classes)], 1)
+    return f, z
+
+
+def test_the_compiled_objective_gives_the_eager_objectives_value_and_gradient():
+    f, z = _dlg_objective()
+    fast, note = compiled.compile_objective(f, z)
+    assert note.startswith("compiled the objective"), note
+    for zz in (z, z + 0.05 * torch.randn(z.shape, generator=torch.Generator().manual_seed(1))):
+        value, grad = fast(zz)
+        ref_value, ref_grad = f(zz)
+        assert torch.allclose(value, ref_value, rtol=1e-4), (value, ref_value)
+        assert (grad - ref_grad).abs().max() <= 1e-4 * ref_grad.abs().max()
+
+
+def test_when_torch_compile_fails_the_attack_runs_eagerly_and_says_so(monkeypatch):
+    def broken(*a, **k):
+        raise RuntimeError("InductorError: no working C++ compiler found\nmore detail")
+    monkeypatch.setattr(torch, "compile", broken)
+    f, z = _dlg_objective()
+    same, note = compiled.compile_objective(f, z)
+    assert same is f and "no working C++ compiler" in note and "runs eagerly" in note
+    events = list(Run(from_preset("dlg", {"image_size": 16, "iterations": 40, "compile": "on",
+                                          "images": "coffee"})).events())
+    notes = [e.note for e in events if isinstance(e, Progress) and e.note]
+    assert any("runs eagerly" in n for n in notes), notes
+    assert events[-1].status == "finished" and events[-1].metrics["psnr"] > 30, events[-1].metrics["psnr"]
+
+
+def test_compile_auto_means_racing_starts_and_gpus_only():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert not compiled.wanted({"compile": "auto", "trials": 1}, cpu)
+    assert compiled.wanted({"compile": "auto", "trials": 4}, cpu)
+    assert compiled.wanted({"compile": "auto", "trials": 1}, cuda)
+    assert compiled.wanted({"compile": "on", "trials": 1}, cpu)
+    assert not compiled.wanted({"compile": "off", "trials": 8}, cuda)
+    assert not compiled.wanted({}, cuda)  # parameters without it (e.g. CAFE's DLG baseline): off
+    with pytest.raises(ParamError) as e:
+        from_preset("dlg", {"compile": "yes"})
+    assert e.value.name == "compile"
+
+
+def test_dlg_with_the_compiled_objective_recovers_the_image():
+    events = list(Run(from_preset("dlg", {"image_size": 16, "iterations": 40, "compile": "on",
+                                          "images": "coffee"})).events())
+    notes = [e.note for e in events if isinstance(e, Progress) and e.note]
+    assert any(n.startswith("compiled the objective") for n in notes), notes
+    assert events[-1].status == "finished" and events[-1].metrics["psnr"] > 30, events[-1].metrics["psnr"]
+
+
+def test_the_packed_lbfgs_takes_torch_lbfgs_steps():
+    """The sequential loop's L-BFGS (no line search) through BatchedLBFGS: every iterate equals
+    torch.optim.LBFGS's, on a curved problem, in double precision."""
+    a = torch.linspace(0.1, 1.0, 7, dtype=torch.float64)
+
+    def run(make):
+        x = (torch.arange(7, dtype=torch.float64) / 7 - 0.3).requires_grad_(True)
+        opt = make([x])
+        path = []
+
+        def closure():
+            loss = ((1 - x[:-1]) ** 2).sum() + 10 * ((x[1:] - x[:-1] ** 2) ** 2).sum() + 0.1 * (a * x * x).sum()
+            x.grad = torch.autograd.grad(loss, x)[0]
+            return loss.detach()
+        for _ in range(5):
+            path.append(float(opt.step(closure)))
+            path += x.detach().tolist()
+        return torch.tensor(path, dtype=torch.float64)
+    ours = run(lambda v: _PackedLBFGS(v, 0.5))
+    torch_s = run(lambda v: torch.optim.LBFGS(v, lr=0.5, max_iter=20, history_size=100))
+    assert torch.allclose(ours, torch_s, atol=1e-10, rtol=0), (ours - torch_s).abs().max()
+
+
+def test_idlg_races_its_starts_with_the_label_fixed():
+    fin = list(Run(from_preset("idlg", {"image_size": 16, "iterations": 40, "trials": 2,
+                                        "images": "coffee"})).events())[-1]
+    assert fin.status == "finished", fin
+    assert fin.metrics["label_accuracy"] == 1.0 and fin.metrics["psnr"] > 25, fin.metrics
