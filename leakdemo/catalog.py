@@ -210,6 +210,12 @@ LOGIT_PROTOCOLS = ("fedmd", "ds-fl", "fedgems")
 
 # ---------------------------------------------------------------- attacks
 
+_COMPILE = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile: with racing "
+          "starts on a CPU ~2× (DLG) to 5× (Inverting Gradients) faster per step, but building it takes 1–4 s per run (up to a minute the first "
+          "time a shape is seen on a machine), about what one CPU start saves; auto = on for racing starts and "
+          "on a GPU, off otherwise. Falls back to eager, with a note, where it cannot be built",
+          choices=("auto", "on", "off"), label="Compile the objective")
+
 _LBFGS_PARAMS = (
     Param("iterations", "int", 300, "L-BFGS steps (each up to 20 function evaluations)", low=1, high=5000),
     Param("lr", "float", 1.0, "L-BFGS learning rate", low=1e-4, high=10.0, log=True, label="Learning rate"),
@@ -217,11 +223,7 @@ _LBFGS_PARAMS = (
           low=0, high=10),
     Param("loop", "choice", "robust", "robust = leakdemo's loop (mid-gray start, label from the gradient, "
           "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop"),
-    Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile: ~2× faster per step "
-          "with racing starts on a CPU, but building it takes 2–4 s per run (up to a minute the first time a "
-          "shape is seen on a machine), about what one CPU start saves; auto = on for racing starts and on a "
-          "GPU, off otherwise. Falls back to eager, with a note, where it cannot be built",
-          choices=("auto", "on", "off"), label="Compile the objective"),
+    _COMPILE,
 )
 
 _TRIALS = Param("trials", "int", 1, "random starts optimised together as one batch (K starts racing, "
@@ -318,6 +320,7 @@ ATTACKS = {
             _tv_weight(1e-2, IG_PAPER),
             Param("restarts", "int", 0, "extra random starts, run together as one batch (racing; the page can "
                   "show them all); the one with the lowest objective is kept", low=0, high=8, paper=IG_PAPER),
+            _COMPILE,
         ),
         paper=IG_PAPER, protocols=("fedsgd",),
         knowledge=_GRADIENT_KNOWLEDGE + ("the labels, inferred from the last layer's gradient",),

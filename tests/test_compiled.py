@@ -49,12 +49,12 @@ def test_when_torch_compile_fails_the_attack_runs_eagerly_and_says_so(monkeypatc
 
 def test_compile_auto_means_racing_starts_and_gpus_only():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
-    assert not compiled.wanted({"compile": "auto", "trials": 1}, cpu)
-    assert compiled.wanted({"compile": "auto", "trials": 4}, cpu)
-    assert compiled.wanted({"compile": "auto", "trials": 1}, cuda)
-    assert compiled.wanted({"compile": "on", "trials": 1}, cpu)
-    assert not compiled.wanted({"compile": "off", "trials": 8}, cuda)
-    assert not compiled.wanted({}, cuda)  # parameters without it (e.g. CAFE's DLG baseline): off
+    assert not compiled.wanted({"compile": "auto"}, cpu, 1)
+    assert compiled.wanted({"compile": "auto"}, cpu, 4)
+    assert compiled.wanted({"compile": "auto"}, cuda, 1)
+    assert compiled.wanted({"compile": "on"}, cpu, 1)
+    assert not compiled.wanted({"compile": "off"}, cuda, 8)
+    assert not compiled.wanted({}, cuda, 8)  # parameters without it (e.g. CAFE's DLG baseline): off
     with pytest.raises(ParamError) as e:
         from_preset("dlg", {"compile": "yes"})
     assert e.value.name == "compile"

@@ -1,10 +1,10 @@
-"""torch.compile for the gradient-matching objectives of DLG, iDLG, DLM and DLM+.
+"""torch.compile for the gradient-matching objectives of DLG, iDLG, DLM, DLM+ and Inverting Gradients.
 
 One evaluation of these objectives (a forward, a backward with create_graph, a distance, and a backward
 through all of that) is a few hundred small kernels; on a CPU most of its time is dispatch overhead, on a
 GPU launch overhead. Written with torch.func (racing.py), the whole double backward is one traceable
 function, which TorchInductor fuses: on the 2-core CPU one DLG evaluation drops from ~5 ms to ~1.6 ms
-(4 racing starts: ~7.5 ms vmapped to ~2.3 ms).
+(4 racing starts: ~7.5 ms vmapped to ~2.3 ms; Inverting Gradients' 4 starts: ~33 ms looped to ~6.4 ms).
 
 Building it costs ~15–30 s the first time a shape is seen on a machine; Inductor keeps what it built in
 leakdemo's cache, so later runs (and other processes) build it in ~2 s. Anything that goes wrong — no C++
@@ -26,12 +26,12 @@ Packed = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # z (K, D)
 AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the eager one this closely (relative)
 
 
-def wanted(p: dict, device) -> bool:
-    """p["compile"]: on, off, or auto — on for racing starts (the objective dominates their step) and on a
-    GPU (launch-bound), off for one start on a CPU (building costs about what it saves). Missing: off."""
+def wanted(p: dict, device, starts: int) -> bool:
+    """p["compile"]: on, off, or auto — on for racing starts (starts > 1: the objective dominates their step)
+    and on a GPU (launch-bound), off for one start on a CPU (building costs about what it saves). Missing: off."""
     choice = p.get("compile", "off")
     if choice == "auto":
-        return p.get("trials", 1) > 1 or torch.device(device).type == "cuda"
+        return starts > 1 or torch.device(device).type == "cuda"
     return choice == "on"
 
 

@@ -64,7 +64,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
 
     best_loss, best_x, best_labels = math.inf, None, None
     done, trial = 0, 0
-    compiling = trial_loss is not None and wanted(p, device)
+    compiling = trial_loss is not None and wanted(p, device, 1)
     packed, compile_note = None, None
     final_note = "kept the estimate with the lowest gradient distance"
     while done < total:
@@ -212,7 +212,7 @@ def _l2_to_shared_gradient(obs: Observation, kn: Knowledge, device) -> Objective
 
 def _functional(obs: Observation, kn: Knowledge, device, p: dict):
     """The torch.func form of the objective, when it is to be compiled (built only then: it copies the model)."""
-    if not wanted(p, device):
+    if not wanted(p, device, 1):
         return None
     from .racing import shared_gradient_loss
     return shared_gradient_loss(obs, kn, device)

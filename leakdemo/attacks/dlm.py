@@ -57,7 +57,7 @@ def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) 
         return
     yield from gradient_matching(slots_knowledge(kn, rounds), p, device, objective, guess, fixed_labels=False,
                                  extras=extras, trial_loss=_trial_loss(model, rounds, per, distance, tv)
-                                 if wanted(p, device) else None)
+                                 if wanted(p, device, 1) else None)
 
 
 def _trial_loss(model, rounds, per: int, distance, tv: float):

@@ -4,8 +4,9 @@ signed gradients with a step schedule, a [0, 1] box, and restarts chosen by the 
 The restarts race: all starts run together as one batch with a leading trial axis and one Adam, which is
 K independent Adams since Adam works element by element. Each trial needs its own gradient of the model
 (a double backward): on a GPU they are vmapped into one program; on a CPU, which is compute-bound here
-(measured: vmapped is up to 1.5x slower there), a loop over the trials computes them. The page shows the leading
-start live and, side by side, the others."""
+(measured: vmapped is up to 1.5x slower there), a loop over the trials computes them — unless the objective is
+compiled (`compile`, on by default for racing starts), which only the vmapped form can be, and which makes four
+starts cost about what one does on the CPU. The page shows the leading start live and, side by side, the others."""
 from __future__ import annotations
 
 from typing import Callable, Iterator
@@ -14,6 +15,7 @@ import torch
 from torch.func import grad_and_value, vmap
 
 from ..threat import Knowledge, Observation, Step
+from .compiled import compile_objective, wanted
 from .gradients import cosine_distance, infer_labels, model_gradients, total_variation
 from .racing import SHOWN, functional_gradients, trial_model
 
@@ -88,14 +90,15 @@ def trial_objective(model: torch.nn.Module, target: list[torch.Tensor], y: torch
 
 
 def racing_signed_adam(value_and_grad: ValueAndGrad, x: torch.Tensor, iterations: int, lr: float, labels,
-                       done: int = 0, total: int | None = None, matching: dict | None = None) -> Iterator[Step]:
+                       done: int = 0, total: int | None = None, matching: dict | None = None,
+                       note: str | None = None) -> Iterator[Step]:
     """Signed Adam on K starts x (K, B, C, H, W) as a stream of Steps: the leading start live (with K > 1 the
     first SHOWN side by side), then the start with the lowest objective — the attack's own loss — as the answer.
     One host sync per step: which start leads."""
     k, total = len(x), total or iterations
     for i, loss in enumerate(signed_adam_trials(value_and_grad, x, iterations, lr), 1):
         lead = int(torch.argmin(torch.nan_to_num(loss, nan=float("inf")))) if k > 1 else 0
-        yield Step(done + i, total, float(loss[lead]), x[lead].detach(), labels,
+        yield Step(done + i, total, float(loss[lead]), x[lead].detach(), labels, note if i == 1 else None,
                    trials=x.detach()[:SHOWN] if k > 1 else None)
     final, _ = value_and_grad(x)
     best = int(torch.argmin(torch.nan_to_num(final.detach(), nan=float("inf"))))
@@ -112,8 +115,15 @@ def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     y = torch.tensor(labels, device=device)
     shape = (kn.batch_size, *kn.input_shape)
     k = p["restarts"] + 1
-    value_and_grad = trial_objective(model, target, y, p["tv_weight"], vectorised=k > 1 and torch.device(device).type == "cuda")
+    compiling = wanted(p, device, k)  # the vmapped torch.func objective compiles; the autograd loop cannot
+    value_and_grad = trial_objective(model, target, y, p["tv_weight"],
+                                     vectorised=compiling or (k > 1 and torch.device(device).type == "cuda"))
     starts = [torch.rand(shape, generator=torch.Generator().manual_seed(p["seed"] * 1000 + 29 + j)) for j in range(k)]
     x = torch.stack(starts).to(device)
-    yield Step(0, p["iterations"], float("nan"), x[0].detach(), labels, f"{k} random starts racing" if k > 1 else None)
-    yield from racing_signed_adam(value_and_grad, x, p["iterations"], p["lr"], labels)
+    notes = [f"{k} random starts racing" if k > 1 else "",
+             "compiling the objective (the first time for this shape on this machine: up to a minute)" if compiling else ""]
+    yield Step(0, p["iterations"], float("nan"), x[0].detach(), labels, "; ".join(n for n in notes if n) or None)
+    note = None
+    if compiling:
+        value_and_grad, note = compile_objective(value_and_grad, x)
+    yield from racing_signed_adam(value_and_grad, x, p["iterations"], p["lr"], labels, note=note)

@@ -122,7 +122,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     def labels_of(zk: torch.Tensor) -> list[int]:
         return list(label_guess) if hard is not None else zk[n_x:n_x + n_y].view(bs, classes).argmax(-1).tolist()
 
-    compiling = wanted(p, device)
+    compiling = wanted(p, device, k)
     yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]), f"{k} random starts racing"
                + ("; compiling the objective (the first time for this shape on this machine: up to a minute)"
                   if compiling else ""))
