@@ -22,7 +22,7 @@ import torch
 
 from ..settings import cache_dir
 
-Packed = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # z (K, D) -> loss (K,), ∂loss/∂z (K, D)
+Packed = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # z (K, ...) -> loss (K,), ∂loss/∂z (K, ...)
 AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the eager one this closely (relative)
 
 
