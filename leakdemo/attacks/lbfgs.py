@@ -1,10 +1,11 @@
-"""L-BFGS on K independent problems at once: the trial axis of DLG and iDLG.
+"""L-BFGS on K independent problems at once: the trial axis of DLG, iDLG, DLM and DLM+ (and, with K = 1,
+the sequential loop's steps without a line search).
 
-It follows `torch.optim.LBFGS` without a line search, which DLG uses (same two-loop recursion, curvature
-condition, first step min(1, 1/‖g‖₁)·lr, tolerances), for every row of a (K, D) tensor at once. Its one
+It follows `torch.optim.LBFGS` without a line search, which DLG uses (same inverse-Hessian approximation,
+curvature condition, first step min(1, 1/‖g‖₁)·lr, tolerances), for every row of a (K, D) tensor at once. Its one
 difference is what makes it batchable: every trial writes its history at the same slot each iteration,
 and a trial with nothing to record (curvature condition failed, or paused by a tolerance until the next
-step) writes zeros there, which the two-loop recursion passes over exactly (α = β = 0). So every decision
+step) writes zeros there, which the direction leaves out exactly (below). So every decision
 is a mask over trials and the inner loop never asks the host anything — no `.item()`, no branch on a
 tensor — which is what keeps a GPU busy. (On the CPU, where asking is free, a step ends early when every
 trial has paused, as torch's does.)
@@ -12,7 +13,8 @@ trial has paused, as torch's does.)
 The direction H·g is computed in the compact form of Byrd, Nocedal and Schnabel (1994; Nocedal & Wright
 eq. 7.24) instead of the two-loop recursion: the same matrix, but a handful of batched products and two
 small triangular solves in place of 4 × history tiny operations — with 100 pairs the recursion's ~800
-kernel calls per evaluation cost more than DLG's objective itself. The Gram matrices SᵀY and YᵀY are kept
+kernel calls cost ~2 ms per evaluation on the 2-core CPU (a fifth of a step of 4 DLG starts; measured 278 →
+232 ms per 20 evaluations) and, on a GPU, 800 launches. The Gram matrices SᵀY and YᵀY are kept
 up to date one slot at a time. An empty slot (zeros) is given a unit diagonal in R, which leaves it out
 exactly, as α = β = 0 did in the recursion.
 """
