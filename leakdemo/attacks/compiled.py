@@ -23,6 +23,7 @@ import torch
 from ..settings import cache_dir
 
 Packed = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # z (K, ...) -> loss (K,), ∂loss/∂z (K, ...)
+COMPILING = "compiling the objective (the first time for this shape on this machine: up to a minute)"  # the page's note
 AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the eager one this closely (relative)
 
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from ..threat import Knowledge, Observation, Step
 from .gradients import infer_labels, l2_distance, model_gradients
-from .compiled import compile_objective, wanted
+from .compiled import COMPILING, compile_objective, wanted
 from .lbfgs import BatchedLBFGS
 
 STALL_WINDOW = 10  # steps without a 1% improvement of the best loss
@@ -89,8 +89,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
         opt = make_optimizer()
         if done == 0:  # frame 0: the starting point, shown before the first (slowest) step
             yield Step(0, total, math.nan, x.detach(), fixed_list if hard is not None else y.argmax(-1).tolist(),
-                       "compiling the objective (the first time for this shape on this machine: up to a minute)"
-                       if compiling else None)
+                       COMPILING if compiling else None)
             if compiling:
                 from .racing import _objective  # racing imports this module
                 packed, compile_note = compile_objective(

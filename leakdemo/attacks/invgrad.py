@@ -15,7 +15,7 @@ import torch
 from torch.func import grad_and_value, vmap
 
 from ..threat import Knowledge, Observation, Step
-from .compiled import compile_objective, wanted
+from .compiled import COMPILING, compile_objective, wanted
 from .gradients import cosine_distance, infer_labels, model_gradients, total_variation
 from .racing import SHOWN, functional_gradients, trial_model
 
@@ -121,7 +121,7 @@ def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     starts = [torch.rand(shape, generator=torch.Generator().manual_seed(p["seed"] * 1000 + 29 + j)) for j in range(k)]
     x = torch.stack(starts).to(device)
     notes = [f"{k} random starts racing" if k > 1 else "",
-             "compiling the objective (the first time for this shape on this machine: up to a minute)" if compiling else ""]
+             COMPILING if compiling else ""]
     yield Step(0, p["iterations"], float("nan"), x[0].detach(), labels, "; ".join(n for n in notes if n) or None)
     note = None
     if compiling:

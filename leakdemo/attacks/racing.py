@@ -22,7 +22,7 @@ from ..threat import Knowledge, Observation, Step
 from .dlg import (DIVERGED, POLISH_BELOW, POLISH_RATIO, STALL_RATIO, STALL_WINDOW, _initial_image,
                   _initial_label_logits)
 from .gradients import soft_cross_entropy
-from .compiled import compile_objective, wanted
+from .compiled import COMPILING, compile_objective, wanted
 from .lbfgs import BatchedLBFGS
 
 SHOWN = 16  # trials the page may show side by side (the first ones: every trial is scored outside the attack)
@@ -123,9 +123,8 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         return list(label_guess) if hard is not None else zk[n_x:n_x + n_y].view(bs, classes).argmax(-1).tolist()
 
     compiling = wanted(p, device, k)
-    yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]), f"{k} random starts racing"
-               + ("; compiling the objective (the first time for this shape on this machine: up to a minute)"
-                  if compiling else ""))
+    yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]),
+               f"{k} random starts racing" + (f"; {COMPILING}" if compiling else ""))
     note = None
     if compiling:
         objective, note = compile_objective(objective, z)
