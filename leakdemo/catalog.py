@@ -253,6 +253,10 @@ def cafe_check(p) -> None:
     if p["cafe_loop"] == "nested" and 2 * p["phase_iterations"] >= p["iterations"]:
         raise ParamError("phase_iterations", f"the nested loop needs 2 × phase_iterations < iterations "
                          f"({p['iterations']}) so Step III gets a turn; got {p['phase_iterations']}")
+    if p["span_weight"] > 0 and p["fc_width"] < p["batch_size"]:
+        raise ParamError("span_weight", f"the row-space term needs fc_width ≥ batch_size (the first FC layer's "
+                         f"gradient has rank ≤ fc_width, so only then do its rows span every sample of a batch); "
+                         f"got fc_width {p['fc_width']} < batch_size {p['batch_size']}")
 
 
 def pli_check(p) -> None:
@@ -427,6 +431,13 @@ ATTACKS = {
                   label="Internal-representation weight γ"),
             Param("gradient_weight", "float", 0.0, "α: weight of gradient matching, relative (‖∇ − ∇̂‖²/‖∇‖²); "
                   "costs a second backward pass", low=0.0, high=100.0, paper=CAFE_PAPER, label="Gradient-matching weight α"),
+            Param("span_weight", "float", 0.0, "ρ: holds each recovered sample's first-FC input in the span of the "
+                  "current batch's first-FC weight gradient (exact at the current weights, so it survives "
+                  "training, where Steps I–II go stale; our addition, needs fc_width ≥ batch_size)", low=0.0,
+                  high=100.0, label="Row-space weight ρ"),
+            Param("lr_decay", "float", 1.0, "Step III learning rate at the last iteration, as a fraction of `lr` "
+                  "(exponential decay; 1 = constant, as in the paper)", low=1e-3, high=1.0, log=True,
+                  label="Step III learning-rate decay"),
             _tv_weight(1e-3, CAFE_PAPER, " β", " (counted only above ξ)"),
             Param("tv_threshold", "float", 0.05, "ξ: an image's TV (mean absolute neighbour difference) below "
                   "this is not penalised, so edges are not blurred", low=0.0, high=2.0, paper=CAFE_PAPER,

@@ -176,6 +176,10 @@ def _vfl_lines(m: dict) -> list[str]:
         text = f"training loss over {u['steps']} SGD steps (lr {u['lr']:g}): {span(u['defended'])}"
         text += f" with this defense, {span(u['clean'])} without" if "clean" in u else " (no defense)"
         lines.append(text)
+    if u and u.get("while_attacked"):
+        c = u["while_attacked"]
+        lines.append(f"the federation's own training loss while attacked (Adam {u.get('train_lr', 0):g}): "
+                     f"{c[0]:.3f} → {c[-1]:.3f}")
     return lines
 
 

@@ -46,6 +46,11 @@ def test_judges_apply_the_papers_bars():
     assert batch([run([22, 20, 19, 19, 18.5, 25, 6, 21])] * 2 + [run([12] * 8)])[1] == REPRODUCED
     assert batch([run([16] * 8)] * 3)[1] == PARTLY
     assert batch([run([25, 25, 25, 10, 10, 10, 10, 10])] * 3)[1] == NOT
+    training = _judge("cafe-training")
+    run = lambda images, loss: {"psnr_per_image": images, "utility": {"while_attacked": loss}}
+    assert training([run([27, 28, 12, 26], [2.3, 1.8])])[1] == REPRODUCED  # the median sample, not the mean
+    assert training([run([22] * 4, [2.3, 1.8])])[1] == PARTLY
+    assert training([run([30] * 4, [2.3, 2.3])])[1] == NOT  # a model that did not train proves nothing here
     fake = _judge("cafe-fake-gradients")
     assert fake([{"psnr": 8.0, "utility": {"defended": [2.3, 0.7]}}])[1] == REPRODUCED
     assert fake([{"psnr": 8.0, "utility": {"defended": [2.3, 2.2]}}])[1] == PARTLY

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from leakdemo import catalog
-from leakdemo.attacks.cafe import batches, cafe
+from leakdemo.attacks.cafe import batches, cafe, off_span, row_space
 from leakdemo.defenses import fake_gradients
 from leakdemo.errors import ParamError
 from leakdemo.protocols import vfl
@@ -131,6 +131,33 @@ def test_without_the_internal_representation_term_cafe_collapses():
     assert fin.metrics["psnr"] < 15, fin.metrics["psnr"]
 
 
+def test_the_first_fc_gradient_spans_its_batch_inputs_whatever_the_per_sample_gradients():
+    g = torch.Generator().manual_seed(0)
+    H, V = torch.randn(6, 40, generator=g), torch.randn(6, 16, generator=g)  # K = 6 samples, d1 = 40, d2 = 16
+    basis = row_space(V.T @ H)  # ∇Θ₁ = Σ v_n h_nᵀ, as the server receives it
+    assert off_span(H, basis) < 1e-8  # every sample's h lies in the rows' span
+    assert off_span(torch.randn(6, 40, generator=g), basis) > 6 * 0.5  # a random h mostly does not (34 of 40 dims)
+    assert off_span(3 * H[:2] - H[2:4], basis) < 1e-8  # but the term alone allows mixtures: gradient matching must pin them
+    few = row_space(V[:, :4].T @ H)  # d2 = 4 < K: the rows span only 4 of the 6 directions
+    assert off_span(H, few) > 0.1
+
+
+# 3e-4 trains the tiny model hard (loss 2.3 → 0.3 in 600 iterations); the `cafe-training` preset's Step III
+ROW_SPACE = {"internal_weight": 0.0, "gradient_weight": 1.0, "span_weight": 1.0, "lr": 0.4, "lr_decay": 0.1}
+
+
+def test_on_a_training_model_the_row_space_term_recovers_what_steps_one_and_two_cannot():
+    training = {"train_lr": 3e-4, "iterations": 600}
+    ours = finish(**training, **ROW_SPACE)
+    assert ours.metrics["psnr"] > 22, ours.metrics["psnr"]
+    loss = ours.metrics["utility"]["while_attacked"]
+    assert loss[-1] < loss[0] - 1  # the federation really trained meanwhile
+    stale = finish(**training)  # the paper's Step III: Ĥ from Steps I-II, which went stale
+    assert stale.metrics["psnr"] < ours.metrics["psnr"] - 6, stale.metrics["psnr"]
+    matching_only = finish(**training, **{**ROW_SPACE, "span_weight": 0.0})
+    assert matching_only.metrics["psnr"] < ours.metrics["psnr"] - 6, matching_only.metrics["psnr"]
+
+
 def test_fake_gradients_stop_cafe_while_training_still_descends():
     fin = finish(defense="fake-gradients")  # σ² = 1.1, as in the paper
     assert fin.metrics["psnr"] < 15, fin.metrics["psnr"]
@@ -152,6 +179,8 @@ def test_dlg_attacks_one_batch_and_is_scored_on_it():
     ({"workers": 3}, "workers"),  # a 1×3 grid does not divide 8 px
     ({"workers": 16, "image_size": 6}, "workers"),  # a 4×4 grid does not divide 6 px
     ({"cafe_loop": "nested", "phase_iterations": 200}, "phase_iterations"),
+    ({"span_weight": 1.0, "fc_width": 4}, "span_weight"),  # rank ≤ 4 cannot span a batch of 6
+    ({"lr_decay": 0.0}, "lr_decay"),
     ({"fake_sigma": 0.0, "defense": "fake-gradients"}, "fake_sigma"),
     ({"attack": "invgrad"}, "attack"),
     ({"defense": "fake-gradients", "protocol": "fedsgd", "attack": "dlg"}, "defense"),

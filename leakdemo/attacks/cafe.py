@@ -5,6 +5,7 @@ Per worker m (its first FC layer u = Θ₁ᵀh + b₁):
   Step I   fit V (∂L/∂u for every sample):   Σ_{n∈batch} v_n ≈ ∇b₁          (linear in V)
   Step II  fit Ĥ (the FC layer's inputs):    Σ_{n∈batch} ĥ_n v_nᵀ ≈ ∇Θ₁      (linear in Ĥ given V)
   Step III fit the data: α‖∇Θ(x̂) − ∇Θ‖² + β·TV_ξ(x̂) + γ·Σ‖ĥ_n − h(x̂_n)‖²   (Adam on the batch's rows)
+           [+ ρ·Σ‖(I − P)h(x̂_n)‖²/‖h(x̂_n)‖², our addition for a training model: see `row_space`]
 Single loop (Algorithm 4): one update of each step per iteration. Nested loops (Algorithm 3): Step I
 alone, then Step II alone, then Step III.
 
@@ -16,6 +17,12 @@ than the paper's 20 000. `solver=sgd` takes the paper's gradient steps instead, 
 (`lr_step1` = 1 projects onto the batch's sums, like Kaczmarz; `lr_step2` is relative to the batch's
 curvature ‖V_batch‖²), since the raw gradients' scale depends on the model. When the model keeps
 training, old equations go stale, so Step I then projects onto each new batch's sums instead.
+
+On a training model V drifts faster than N batch equations arrive, so Ĥ goes wrong (error ≈ 1) and the
+γ term misleads. What stays exact is the current batch's own equation ∇Θ₁ = Σ v_n h_nᵀ: whatever V is,
+its rows lie in the span of the batch's true h_n (all of it when d₂ ≥ K). The ρ term holds each h(x̂_n)
+in that span at the current weights; gradient matching (α) does the rest (preset `cafe-training`).
+
 The attacker only calls `session.query(indices)`, as a real VFL server does each iteration.
 """
 from __future__ import annotations
@@ -70,6 +77,22 @@ class StepOne:
         return float(r.pow(2).sum())
 
 
+def row_space(grad_w: torch.Tensor, rtol: float = 1e-4) -> torch.Tensor:
+    """An orthonormal basis (d₁ × d₂ columns, unused ones zeroed) of the row space of ∇Θ₁ (d₂ × d₁).
+
+    ∇Θ₁ = Σ_n v_n h_nᵀ, so its rows span the batch's first-FC inputs h_n when d₂ ≥ K and V is full rank.
+    Directions below `rtol` of the largest singular value are masked, not dropped, so the shape (and a
+    GPU's stream) never depends on the data."""
+    _, s, vh = torch.linalg.svd(grad_w, full_matrices=False)
+    return vh.T * (s > s[0] * rtol)
+
+
+def off_span(h: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
+    """Σ_n ‖(I − P)h_n‖² / ‖h_n‖²: how far each row of h lies outside the basis' span (scale-free)."""
+    r = h - (h @ basis) @ basis.T
+    return (r.pow(2).sum(1) / h.pow(2).sum(1).clamp(min=1e-12)).sum()
+
+
 class RowAdam:
     """Adam that updates only the rows it is given (a sample's state advances only when it is in a batch)."""
 
@@ -97,6 +120,7 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     total, single = p["iterations"], p["cafe_loop"] == "single"
     phase = p["phase_iterations"]
     alpha, beta, gamma, xi = p["gradient_weight"], p["tv_weight"], p["internal_weight"], p["tv_threshold"]
+    rho, decay = p["span_weight"], p["lr_decay"]
     g = torch.Generator().manual_seed(p["seed"] * 1000 + 41)
 
     workers = list(model.workers)
@@ -158,9 +182,13 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
             xs = X[idx].clone().requires_grad_(True)
             ys = Y[idx].clone().requires_grad_(True)
             objective = torch.zeros((), device=device)
-            if gamma > 0:
+            if gamma > 0 or rho > 0:
                 for m, (w, t) in enumerate(zip(workers, tiles(xs, grid))):
-                    objective = objective + gamma * (H[m][idx] - w.features(t)).pow(2).sum()
+                    h = w.features(t)
+                    if gamma > 0:
+                        objective = objective + gamma * (H[m][idx] - h).pow(2).sum()
+                    if rho > 0:
+                        objective = objective + rho * off_span(h, row_space(q.workers[m][where[m][0]]))
             if alpha > 0:
                 fake = model_gradients(model, xs, F.softmax(ys, -1), create_graph=True)
                 real = [t for u in q.workers for t in u] + list(q.top)
@@ -170,6 +198,7 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                 objective = objective + beta * truncated_tv(xs, xi)
             gx, gy = torch.autograd.grad(objective, [xs, ys], allow_unused=True)
             with torch.no_grad():
+                opt_x.lr = p["lr"] * decay ** (it / total)  # exponential: from lr down to lr × lr_decay
                 opt_x.step(X, idx, gx)
                 X[idx] = X[idx].clamp(0, 1)
                 if gy is not None:

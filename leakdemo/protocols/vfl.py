@@ -225,7 +225,8 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
         if p["defense"] != "none":
             out["clean"] = utility_curve(p, start, x, y, "none")
         if session.train_losses and p["train_lr"] > 0:
-            out["while_attacked"] = _thin(session.train_losses, 400)
+            out["while_attacked"] = _thin(session.train_losses, 400)  # the federation's own batch losses
+            out["attacked_iterations"], out["train_lr"] = len(session.train_losses), p["train_lr"]
         return out
 
     truth = GroundTruth(data.images.clone(), data.labels.clone(), data.names, checks=checks, utility=utility)

@@ -76,4 +76,12 @@ def utility_chart(u: dict):
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10),
                       title=f"Utility: training loss ({u['steps']} SGD steps, lr {u['lr']:g})", xaxis_title="step",
                       yaxis=dict(rangemode="tozero"), legend=dict(orientation="h", y=-0.25), font=dict(size=14))
+    attacked = u.get("while_attacked")
+    if attacked:  # the model kept training during the attack: its own loss, on the attack's iterations (top axis)
+        total = u.get("attacked_iterations", len(attacked))
+        fig.add_trace(go.Scatter(x=np.linspace(1, total, len(attacked)), y=attacked, xaxis="x2",
+                                 name=f"the federation during the attack (Adam {u.get('train_lr', 0):g}; top axis: "
+                                      "iteration)", line=dict(color="#1f77b4", width=2)))
+        fig.update_layout(xaxis2=dict(overlaying="x", side="top", showgrid=False, tickmode="auto"),
+                          height=330, margin=dict(t=60), legend=dict(orientation="h", y=-0.4))
     return fig
