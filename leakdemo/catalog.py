@@ -406,8 +406,9 @@ ATTACKS = {
         "attack", "cafe", "CAFE — catastrophic data leakage in vertical FL",
         "Uses the batch indices the server chooses to untangle the aggregated gradients sample by sample: "
         "Step I recovers each sample's gradient at the first FC layer, Step II that layer's input, Step III "
-        "the images (internal-representation match + truncated TV, optionally gradient matching). Every "
-        "sample of the training set comes back, however large the batch.",
+        "the images (internal-representation match + truncated TV, optionally gradient matching; on a model "
+        "that keeps training, gradient matching + a row-space term: preset cafe-training). Every sample of the "
+        "training set comes back, however large the batch.",
         params=(
             Param("iterations", "int", 2000, "VFL iterations attacked (one batch each)", low=1, high=100000),
             Param("cafe_loop", "choice", "single", "single = one update of Steps I, II and III per iteration "
