@@ -32,6 +32,7 @@ SHOWCASES = (
     Showcase("pli", {}, "PLI beside TBI on FedMD logits: what the private faces look like"),
     Showcase("dlg", {"images": "coffee", "seed": 1, "defense": "prune", "prune_ratio": 0.5},
              "DLG against 50 % gradient pruning"),
+    Showcase("cafe-training", {}, "CAFE while the federation keeps training: the digits still come back"),
 )
 
 

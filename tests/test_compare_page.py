@@ -92,16 +92,16 @@ def test_presenter_steps_through_the_showcases():
     at.query_params["scene"] = "2"
     at.run()
     assert not at.exception and not at.error
-    assert "scene 2 of 10" in " ".join(m.value for m in at.markdown)  # 8 showcases, a live run, a chart
+    assert "scene 2 of 11" in " ".join(m.value for m in at.markdown)  # 9 showcases, a live run, a chart
     assert at.title[0].value.startswith("The same gradient with Gaussian noise")
     at.button[1].click().run()  # Next
-    assert "scene 3 of 10" in " ".join(m.value for m in at.markdown)
+    assert "scene 3 of 11" in " ".join(m.value for m in at.markdown)
     assert at.query_params["scene"] == "3"  # a reload stays on this scene
     at.button[0].click().run()  # Back
     at.button[0].click().run()
-    assert "scene 1 of 10" in " ".join(m.value for m in at.markdown)
+    assert "scene 1 of 11" in " ".join(m.value for m in at.markdown)
     at.button[0].click().run()  # from the first scene, Back goes round to the last: what a defense costs
-    assert "scene 10 of 10" in " ".join(m.value for m in at.markdown)
+    assert "scene 11 of 11" in " ".join(m.value for m in at.markdown)
     assert at.title[0].value.startswith("What a defense costs") and not at.exception
     assert any("run store is turned off" in i.value for i in at.info)  # this test's store is off
 
@@ -130,4 +130,13 @@ def test_a_bad_scene_number_starts_at_the_first():
     at = AppTest.from_file(PRESENT, default_timeout=120)
     at.query_params["scene"] = "many"
     at.run()
-    assert not at.exception and "scene 1 of 10" in " ".join(m.value for m in at.markdown)
+    assert not at.exception and "scene 1 of 11" in " ".join(m.value for m in at.markdown)
+
+
+def test_the_presenter_caption_says_where_the_private_data_is():
+    from leakdemo.dashboard.presenter import _picture
+    few, many = np.random.rand(3, 8, 8, 3), np.random.rand(40, 8, 8, 3)
+    picture, where = _picture(few, few)
+    assert where.startswith("top: the private data") and picture.shape[0] > picture.shape[1] / 3  # rows
+    picture, where = _picture(many, many, psnr=[30.0] * 40)  # two mosaics side by side
+    assert where.startswith("left: the private data") and picture.shape[1] > picture.shape[0]

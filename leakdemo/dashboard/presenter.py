@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from ..artifacts import grid, pair_grid, shown_originals
+from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import SHOWCASES, open_gallery
 from .shared import run_pool
@@ -164,8 +164,11 @@ def _picture(originals: np.ndarray, images: np.ndarray, baseline=None, psnr=None
     if len(originals) <= 2 and baseline is None:
         return (grid([[*originals, *images[:len(originals)]]], cell=320),
                 "left: the private data · right: what the server rebuilt")
-    where = "top: the private data · below: what the server rebuilt" + \
-        (" · bottom: the TBI baseline" if baseline is not None else "")
+    if len(originals) >= MOSAIC_FROM and baseline is None:  # pair_grid draws two mosaics side by side
+        where = "left: the private data · right: what the server rebuilt"
+    else:
+        where = "top: the private data · below: what the server rebuilt" + \
+            (" · bottom: the TBI baseline" if baseline is not None else "")
     return pair_grid(originals, images, cell=160, width=720, baseline=baseline, psnr=psnr), where
 
 
