@@ -8,6 +8,7 @@ from leakdemo.attacks.cafe import batches, cafe, off_span, row_space
 from leakdemo.defenses import fake_gradients
 from leakdemo.errors import ParamError
 from leakdemo.protocols import vfl
+from leakdemo.events import Progress
 from leakdemo.runner import Run
 from leakdemo.scenario import from_preset
 
@@ -152,8 +153,11 @@ def test_on_a_training_model_the_row_space_term_recovers_what_steps_one_and_two_
     assert ours.metrics["psnr"] > 22, ours.metrics["psnr"]
     loss = ours.metrics["utility"]["while_attacked"]
     assert loss[-1] < loss[0] - 1  # the federation really trained meanwhile
-    stale = finish(**training)  # the paper's Step III: Ĥ from Steps I-II, which went stale
+    events = list(Run(from_preset("cafe", {**TINY, **training})).events())  # the paper's Step III: Ĥ went stale
+    stale = events[-1]
     assert stale.metrics["psnr"] < ours.metrics["psnr"] - 6, stale.metrics["psnr"]
+    notes = [e.note for e in events if isinstance(e, Progress) and e.note]
+    assert notes and "row-space term" in notes[0]  # the page tells the user what survives training
     matching_only = finish(**training, **{**ROW_SPACE, "span_weight": 0.0})
     assert matching_only.metrics["psnr"] < ours.metrics["psnr"] - 6, matching_only.metrics["psnr"]
 

@@ -154,6 +154,9 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         do2 = single or phase < it <= 2 * phase
         do3 = single or it > 2 * phase
         note = None
+        if it == 1 and p.get("train_lr", 0) > 0 and gamma > 0 and rho == 0:
+            note = ("the model keeps training: Steps I–II will go stale and the γ term with them — gradient "
+                    "matching (α) and the row-space term (ρ) stay exact at the current weights (preset cafe-training)")
         if not single and it in (phase + 1, 2 * phase + 1):
             note = "Step II: recovering the first FC layer's inputs" if it == phase + 1 else "Step III: recovering the images"
         fit = 0.0
