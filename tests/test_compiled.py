@@ -55,6 +55,10 @@ def test_compile_auto_means_racing_starts_and_gpus_only():
     assert compiled.wanted({"compile": "on"}, cpu, 1)
     assert not compiled.wanted({"compile": "off"}, cuda, 8)
     assert not compiled.wanted({}, cuda, 8)  # parameters without it (e.g. CAFE's DLG baseline): off
+    # AGIC's compiled objective is slower than its autograd loop on a CPU: auto compiles it on a GPU only
+    assert not compiled.wanted({"compile": "auto"}, cpu, 4, pays_on_cpu=False)
+    assert compiled.wanted({"compile": "auto"}, cuda, 1, pays_on_cpu=False)
+    assert compiled.wanted({"compile": "on"}, cpu, 4, pays_on_cpu=False)
     with pytest.raises(ParamError) as e:
         from_preset("dlg", {"compile": "yes"})
     assert e.value.name == "compile"

@@ -235,11 +235,15 @@ def test_agics_objective_written_for_vmapped_starts_is_its_objective():
     assert not torch.allclose(va[0], va[1])
 
 
-def test_agic_restarts_race_and_refuse_several_epochs():
-    fin = list(Run(from_preset("agic", {"image_size": 16, "local_steps": 2, "iterations": 300,
-                                        "restarts": 2})).events())[-1]
+@pytest.mark.parametrize("compile_", ["off", "on"])
+def test_agic_restarts_race_and_refuse_several_epochs(compile_):
+    events = list(Run(from_preset("agic", {"image_size": 16, "local_steps": 2, "iterations": 300,
+                                           "restarts": 2, "compile": compile_})).events())
+    fin = events[-1]
     assert fin.status == "finished" and fin.metrics["psnr"] > 20, fin.metrics["psnr"]
     assert "the best of 3 racing starts" in fin.metrics["note"]
+    notes = " ".join(getattr(e, "note", None) or "" for e in events)
+    assert ("compiled the objective with torch.compile" in notes) == (compile_ == "on"), notes
     with pytest.raises(ParamError) as e:
         from_preset("agic-multiround", {"restarts": 2})
     assert e.value.name == "restarts" and "epochs=1" in str(e.value)

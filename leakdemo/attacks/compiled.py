@@ -27,12 +27,13 @@ COMPILING = "compiling the objective (the first time for this shape on this mach
 AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the eager one this closely (relative)
 
 
-def wanted(p: dict, device, starts: int) -> bool:
+def wanted(p: dict, device, starts: int, pays_on_cpu: bool = True) -> bool:
     """p["compile"]: on, off, or auto — on for racing starts (starts > 1: the objective dominates their step)
-    and on a GPU (launch-bound), off for one start on a CPU (building costs about what it saves). Missing: off."""
+    and on a GPU (launch-bound), off for one start on a CPU (building costs about what it saves). Missing: off.
+    pays_on_cpu=False: an objective whose compiled form measured slower on a CPU (AGIC's) — auto = GPU only."""
     choice = p.get("compile", "off")
     if choice == "auto":
-        return starts > 1 or torch.device(device).type == "cuda"
+        return torch.device(device).type == "cuda" or (starts > 1 and pays_on_cpu)
     return choice == "on"
 
 
