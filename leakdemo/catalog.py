@@ -576,6 +576,20 @@ KNOWN_BAD = {
 }
 
 
+MANY_TRIALS = 64
+
+
+def cost_warnings(p) -> list[str]:
+    """Settings that work but are slow without a GPU. Said whatever the device: the web server that resolves
+    scenarios never loads torch, so it cannot tell where the run will go."""
+    k = p.get("trials", 1)
+    if k > MANY_TRIALS:
+        return [f"trials={k}: racing starts are built for a GPU. On a CPU each start adds about 3 ms to every "
+                f"evaluation of the objective (2 cores, 32 px), so {k} starts take ~{k * 3 / 1000:.1f} s per evaluation "
+                "and up to 20 evaluations per step; compiling for them takes a minute or more (Stop waits for it)"]
+    return []
+
+
 def components(protocol: str, attack: str, defense: str) -> tuple[Component, Component, Component]:
     return PROTOCOLS[protocol], ATTACKS[attack], DEFENSES[defense]
 

@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from . import catalog, metrics
+from . import cancel, catalog, metrics
 from .device import device_name, resolve_device
 from .errors import LeakdemoError
 from .events import Failed, Finished, Progress, Started, Thinned
@@ -27,6 +27,7 @@ from .scenario import Scenario
 EVAL_INTERVAL = 0.1  # seconds between scored snapshots (every step when steps are slower)
 MAX_KEYFRAMES = 48  # frames kept for the progress GIF (thinned uniformly: memory stays bounded)
 MAX_HISTORY = 4000  # curve points kept (thinned uniformly)
+STOPPED_IN_SETUP = "stopped during the set-up, before the attack's first step"
 
 # oneDNN (mkldnn) is slower than PyTorch's native CPU kernels for these tiny convolutions with double
 # backward: measured 1.6x per DLG function evaluation and 1.15x per Inverting Gradients step here.
@@ -134,12 +135,17 @@ class Run:
         device = resolve_device(p["device"])
         protocol = catalog.PROTOCOLS[p["protocol"]]
         attack = catalog.ATTACKS[p["attack"]]
-        obs, kn, truth = protocol.run(p, device, self.uploads)
-        kn = kn.restricted(attack.needs)  # e.g. DLM is not told the client's learning rate
+        try:  # Stop reaches the set-up too: a warm-up or a federation's rounds check it (cancel.py)
+            with cancel.watching(self._stop):
+                obs, kn, truth = protocol.run(p, device, self.uploads)
+                kn = kn.restricted(attack.needs)  # e.g. DLM is not told the client's learning rate
+                steps = attack.run(obs, kn, p, device)
+                first = next(steps)  # the attack's first step happens before `Started`, so the first frame is real
+        except cancel.Cancelled:
+            yield Failed(STOPPED_IN_SETUP)
+            return
         truth_images = truth.images.float()
         lpips_ok, lpips_reason = metrics.lpips_status()
-        steps = attack.run(obs, kn, p, device)
-        first = next(steps)  # the attack's first step happens before `Started`, so the first frame is real
         yield Started(s.to_dict(), threat_card(s, obs, kn), to_hwc(truth_images), truth.names,
                       truth.labels.tolist(), first.total, str(device), lpips_reason,
                       round(time.perf_counter() - t_setup, 3))
@@ -153,7 +159,15 @@ class Run:
         eval_cost = 0.0  # seconds one scoring takes: big data sets are scored less often, so the attack keeps the CPU
         matching = None
         chain = _prepend(first, steps)
-        for step in chain:
+        while True:
+            try:  # one step at a time under this run's stop event (never across a yield: see cancel.py)
+                with cancel.watching(self._stop):
+                    step = next(chain)
+            except StopIteration:
+                break
+            except cancel.Cancelled:  # stopped inside a long step: the last whole step is the result
+                status = "stopped"
+                break
             last = step
             now = time.perf_counter() - t0
             if self._stop.is_set():
@@ -209,8 +223,12 @@ class Run:
             result.update({k: float(f"{v:.4g}") for k, v in truth.checks(last.internals).items()})
         if truth.judge is not None:
             result.update({k: (round(v, 4) if k != "success" else v) for k, v in _judged(truth, last).items()})
-        if truth.utility is not None:
-            result["utility"] = truth.utility()
+        if truth.utility is not None and status != "stopped":  # it trains models again: a stopped run skips it
+            try:
+                with cancel.watching(self._stop):
+                    result["utility"] = truth.utility()
+            except cancel.Cancelled:  # Stop pressed while the utility trains: the attack's result stands
+                status = result["status"] = "stopped"
         if p["defense"] != "none":  # a formal (ε, δ) where the defense is a DP mechanism, else why not
             from . import privacy
             g = privacy.guarantee(p)

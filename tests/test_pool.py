@@ -76,6 +76,19 @@ def test_stop_ends_a_running_run_and_keeps_its_result(one_worker):
     assert h.status == "stopped" and h.finished.iterations < 24000
 
 
+def test_stop_during_the_set_up_ends_the_run_as_stopped(one_worker):
+    # 2000 warm-up steps take the worker tens of seconds before the attack's first frame
+    h = one_worker.submit(from_preset("invgrad", {**LONG, "warmup_steps": 2000}))
+    assert until(lambda: h.status == "running", poll=(h,))
+    time.sleep(1.0)
+    assert h.latest is None  # still setting up
+    t0 = time.time()
+    h.stop()
+    wait(h, timeout=30)
+    assert time.time() - t0 < 5.0
+    assert h.status == "stopped" and h.finished is None and "set-up" in h.error
+
+
 def test_a_late_stop_never_reaches_the_next_run(one_worker):
     a = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
     wait(a)

@@ -52,6 +52,43 @@ def test_stop_from_another_thread_keeps_the_partial_result():
     assert final.iterations < 20000 and final.images.shape == (1, 16, 16, 3)
 
 
+def _stop_after(run, seconds, when):
+    def stopper():
+        time.sleep(seconds)
+        when["t"] = time.perf_counter()
+        run.stop()
+    threading.Thread(target=stopper, daemon=True).start()
+
+
+def test_stop_reaches_a_long_set_up():
+    # 2000 warm-up steps before the attack's first frame take ~20 s at 16 px on two cores
+    run, when = Run(from_preset("invgrad", {"image_size": 16, "warmup_steps": 2000})), {}
+    _stop_after(run, 0.5, when)
+    events = list(run.events())
+    assert time.perf_counter() - when["t"] < 1.0
+    assert len(events) == 1 and isinstance(events[0], Failed) and "set-up" in events[0].message
+
+
+def test_stop_reaches_inside_one_long_step():
+    # 256 racing starts: one L-BFGS step (up to 20 evaluations) takes ~4 s on two cores; Stop ends it mid-step
+    run = Run(from_preset("dlg", {"image_size": 16, "trials": 256, "compile": "off", "iterations": 50}))
+    seen, when = [], {}
+    for ev in run.events():
+        seen.append(ev)
+        if isinstance(ev, Progress) and not when:
+            _stop_after(run, 0.5, when)
+            when["armed"] = True
+    assert time.perf_counter() - when["t"] < 1.0
+    final = seen[-1]
+    assert isinstance(final, Finished) and final.status == "stopped" and final.iterations <= 1
+    assert final.images.shape == (1, 16, 16, 3)
+
+
+def test_many_racing_starts_warn_that_they_are_built_for_a_gpu():
+    assert any("built for a GPU" in w for w in from_preset("dlg", {"trials": 128}).warnings)
+    assert not from_preset("dlg", {"trials": 8}).warnings
+
+
 def test_engine_errors_become_failed_events():
     ev = list(Run(from_preset("dlg", {"data": "folder", "folder": "/nonexistent"})).events())
     assert len(ev) == 1 and isinstance(ev[0], Failed) and ev[0].message.startswith("folder:")

@@ -24,6 +24,8 @@ from typing import Callable
 
 import torch
 
+from .. import cancel
+
 Objective = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # z (K, D) -> loss (K,), grad (K, D)
 
 
@@ -117,6 +119,7 @@ class BatchedLBFGS:
             if n == max_iter - 1 or (self.host_checks and not bool(active.any())):
                 break
             prev_loss = loss
+            cancel.check()  # a thousand racing starts on a CPU take seconds per evaluation: Stop must not wait
             loss, g = self.objective(self.z)
             small_step = (d * t[:, None]).abs().amax(1) <= self.tolerance_change
             active = (active & (g.abs().amax(1) > self.tolerance_grad) & ~small_step

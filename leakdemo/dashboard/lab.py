@@ -315,7 +315,7 @@ def run_view(handle) -> None:
         st.progress(0.0, text=f"Waiting for a free worker — {ahead} run(s) ahead in the queue "
                               f"({pool.max_running} run at a time on this server).")
     elif status == "running" and latest is None:
-        st.progress(0.0, text="Setting up: the client computes its update…")
+        st.progress(0.0, text="Setting up: the client computes its update…" + (" · stopping…" if handle.stopping else ""))
     elif latest is not None and not handle.done:
         eta = f" · about {latest.eta:.0f} s left" if latest.eta is not None and latest.seconds > 1 else ""
         st.progress(min(1.0, latest.iteration / max(latest.total, 1)),
@@ -323,6 +323,10 @@ def run_view(handle) -> None:
                          + (" · stopping…" if handle.stopping else ""))
     if status == "failed":
         st.error(f"The run could not complete: {error}")
+        return
+    if status == "stopped" and fin is None:
+        said = (error[0].upper() + error[1:]) if error else "Stopped before it started"
+        st.info(f"{said}. Nothing to show yet: press **Run attack** to start again.", icon=":material/stop_circle:")
         return
     if status in ("finished", "stopped") and fin is not None:
         word = "Finished" if status == "finished" else "Stopped"

@@ -115,8 +115,8 @@ class RunHandle:
                     self.matching = ev.matching
             elif isinstance(ev, Finished):
                 self.finished, self.status = ev, ev.status  # show the result now; downloads follow
-            elif isinstance(ev, Failed):
-                self.error, self.status = ev.message, "failed"
+            elif isinstance(ev, Failed):  # asked to stop before the first step: stopped, not failed
+                self.error, self.status = ev.message, "stopped" if self.stop_requested else "failed"
             elif isinstance(ev, dict) and "task_result" in ev:  # a sweep's run, scored in the worker
                 self.task_result = ev["task_result"]
                 self.status = "stopped" if self.stop_requested else "finished"

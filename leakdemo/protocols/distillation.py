@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import identities, metrics
+from .. import cancel, identities, metrics
 from ..defenses import apply_defense
 from ..settings import logits_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
@@ -83,6 +83,7 @@ class Learner:
         for _ in range(epochs):
             order = torch.randperm(len(x), generator=self.g).to(x.device)
             for i in range(0, len(x), BATCH):
+                cancel.check()  # a federation's rounds run before the attack's first frame
                 idx = order[i:i + BATCH]
                 out = self.model(x[idx])
                 t = target[idx]

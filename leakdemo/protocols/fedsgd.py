@@ -6,6 +6,7 @@ import copy
 import torch
 import torch.nn.functional as F
 
+from .. import cancel
 from ..data import load_batch, training_pool
 from ..defenses import apply_defense
 from ..models import build_model
@@ -29,6 +30,7 @@ def warm_up(model, p: dict, exclude: list[str], device) -> None:
     g = torch.Generator().manual_seed(p["seed"] + 2)
     model.train()
     for _ in range(steps):
+        cancel.check()  # up to 2000 steps before the attack's first frame: Stop must reach them
         idx = torch.randint(len(pool.labels), (min(16, len(pool.labels)),), generator=g)
         x, y = pool.images[idx].to(device), pool.labels[idx].to(device)
         opt.zero_grad()
