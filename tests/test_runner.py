@@ -84,6 +84,21 @@ def test_stop_reaches_inside_one_long_step():
     assert final.images.shape == (1, 16, 16, 3)
 
 
+def test_stop_reaches_the_utility_training_after_the_attack(monkeypatch):
+    from leakdemo.protocols import vfl
+    monkeypatch.setattr(vfl, "UTILITY_STEPS", 10 ** 6)  # a utility figure that would take hours
+    run, when, seen = Run(from_preset("cafe", {"iterations": 3})), {}, []
+    for ev in run.events():
+        seen.append(ev)
+        if isinstance(ev, Progress) and ev.iteration == 3 and not when:
+            when["armed"] = True
+            _stop_after(run, 0.5, when)
+    assert time.perf_counter() - when["t"] < 1.0
+    final = seen[-1]
+    assert isinstance(final, Finished) and final.status == "stopped" and final.iterations == 3
+    assert "utility" not in final.metrics and final.metrics["psnr"] > 0
+
+
 def test_many_racing_starts_warn_that_they_are_built_for_a_gpu():
     assert any("built for a GPU" in w for w in from_preset("dlg", {"trials": 128}).warnings)
     assert not from_preset("dlg", {"trials": 8}).warnings

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import cancel
 from ..data import load_dataset
 from ..defenses import apply_defense
 from ..models import initialise
@@ -177,6 +178,7 @@ def utility_curve(p: dict, model: VerticalModel, x: torch.Tensor, y: torch.Tenso
     opt = torch.optim.SGD(m.parameters(), lr=UTILITY_LR)
     losses = []
     for _ in range(UTILITY_STEPS):
+        cancel.check()  # at 128 px these steps take tens of seconds after the attack: Stop must reach them
         idx = torch.randperm(len(y), generator=g_data)[: p["batch_size"]].to(x.device)
         loss = F.cross_entropy(m(x[idx]), y[idx])
         grads = torch.autograd.grad(loss, list(m.parameters()))
