@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..threat import Knowledge, Observation, Step
-from .gradients import cosine_distance, model_gradients, total_variation
 from .compiled import COMPILING, compile_objective, wanted
+from .gradients import cosine_distance, model_gradients, total_variation
 from .invgrad import racing_signed_adam, signed_adam, trials_objective
 from .racing import functional_gradients, trial_model
 from .rounds import Round, first_epoch, prepare_rounds
