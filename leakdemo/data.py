@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import LeakdemoError, ParamError
-from .settings import SOURCES
+from .settings import LOCAL_DATA, SOURCES, local_images
 
 if TYPE_CHECKING:
     import torch
@@ -229,6 +229,18 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, cou
         return _batch(imgs, np.arange(bs) % classes, [n for n, _ in uploads[:bs]])
     source = p["data"]
     names = item_names(source, p)
+    wanted = _checked_request(p, names, bs, count_name)
+    rng = np.random.default_rng(p["seed"])
+    rest = [n for n in names if n not in wanted]
+    keys = wanted + [rest[i] for i in rng.permutation(len(rest))[: bs - len(wanted)]]
+    items = [load_item(source, k, p) for k in keys]
+    return _batch([i[0] for i in items], [i[1] for i in items], [i[2] for i in items], keys)
+
+
+def _checked_request(p: dict, names: list[str], count: int, count_name: str) -> list[str]:
+    """The named `images`, once they are known to exist, to be distinct and to fit, with the source large
+    enough for the batch."""
+    source = p["data"]
     wanted = [s.strip() for s in str(p.get("images", "")).split(",") if s.strip()]
     for w in wanted:
         if w not in names:
@@ -236,15 +248,31 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, cou
             raise ParamError("images", f"unknown {source} item {w!r}; available: {shown}")
     if len(set(wanted)) != len(wanted):
         raise ParamError("images", "lists an image twice")
-    if len(wanted) > bs:
-        raise ParamError("images", f"names {len(wanted)} images but {count_name} is {bs}")
-    if bs > len(names):
-        raise ParamError(count_name, f"must be at most {len(names)} for data={source}, got {bs}")
-    rng = np.random.default_rng(p["seed"])
-    rest = [n for n in names if n not in wanted]
-    keys = wanted + [rest[i] for i in rng.permutation(len(rest))[: bs - len(wanted)]]
-    items = [load_item(source, k, p) for k in keys]
-    return _batch([i[0] for i in items], [i[1] for i in items], [i[2] for i in items], keys)
+    if len(wanted) > count:
+        raise ParamError("images", f"names {len(wanted)} images but {count_name} is {count}")
+    if count > len(names):
+        raise ParamError(count_name, f"must be at most {len(names)} for data={source}, got {count}")
+    return wanted
+
+
+def check_source(p: dict) -> None:
+    """What loading the client's private data would refuse, found from the source's item names alone — no
+    image is read — so the dashboard can say it before Run is pressed rather than after. Logit-sharing
+    protocols build their own identity sets (checked with their parameters); torchvision data sets are
+    only opened by the run (opening one imports torch)."""
+    protocol, source = p["protocol"], p.get("data")
+    if source is None or source == "torchvision" or protocol not in ("fedsgd", "fedavg", "vfl"):
+        return
+    if protocol == "vfl":
+        if source == "samples" and p["n_samples"] > len(available_samples()):
+            _check_sample_names(p)  # the data set becomes crops of the named photos
+            return
+        count, count_name = p["n_samples"], "n_samples"
+    elif protocol == "fedavg":
+        count, count_name = local_images(p), LOCAL_DATA
+    else:
+        count, count_name = p["batch_size"], "batch_size"
+    _checked_request(p, item_names(source, p), count, count_name)
 
 
 def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
@@ -269,16 +297,21 @@ def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
     return _batch([i[0] for i in items], [i[1] for i in items], [])
 
 
-def load_dataset(p: dict, n: int, uploads=None, count_name: str = "n_samples") -> Batch:
-    """A data set of n images (vertical FL): like load_batch, but the sample photos, of which there are
-    only a dozen, become deterministic crops of those photos (label = the photo they come from)."""
-    if uploads or p["data"] != "samples" or n <= len(available_samples()):
-        return load_batch(p, uploads, count=n, count_name=count_name)
+def _check_sample_names(p: dict) -> list[str]:
     wanted = [s.strip() for s in str(p.get("images", "")).split(",") if s.strip()]
     names = available_samples()
     for w in wanted:
         if w not in names:
             raise ParamError("images", f"unknown sample {w!r}; available: {', '.join(names)}")
+    return wanted
+
+
+def load_dataset(p: dict, n: int, uploads=None, count_name: str = "n_samples") -> Batch:
+    """A data set of n images (vertical FL): like load_batch, but the sample photos, of which there are
+    only a dozen, become deterministic crops of those photos (label = the photo they come from)."""
+    if uploads or p["data"] != "samples" or n <= len(available_samples()):
+        return load_batch(p, uploads, count=n, count_name=count_name)
+    wanted, names = _check_sample_names(p), available_samples()
     photos = wanted or names
     size, rng = p["image_size"], np.random.default_rng(p["seed"])
     imgs, labels, titles = [], [], []

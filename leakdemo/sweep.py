@@ -24,6 +24,7 @@ from typing import Iterator
 import numpy as np
 
 from . import catalog, privacy
+from .data import check_source
 from .errors import LeakdemoError, ParamError
 from .scenario import Scenario, resolve
 
@@ -228,6 +229,7 @@ class Sweep:
                         over["images"] = image
                     try:
                         sc = resolve(self.base.params, over, preset=self.base.preset)
+                        check_source(sc)  # e.g. a batch larger than the source: refused without a worker
                     except LeakdemoError as e:
                         point.runs.append({"seed": seed, "image": image, "error": str(e)})
                         continue

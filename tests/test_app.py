@@ -188,6 +188,18 @@ def test_vertical_fl_offers_cafe_and_checks_the_tiles_in_the_sidebar():
     assert widget(at, "Fake σ").value == 1.05
 
 
+def test_a_batch_larger_than_the_source_is_refused_before_run():
+    at = lab(preset="dlg")
+    widget(at, "Batch size").set_value(30).run()  # 30 > the 23 photos scikit-image ships
+    assert any(e.value == "batch_size: must be at most 23 for data=samples, got 30" for e in at.error)
+    assert at.button[0].disabled
+    widget(at, "Source").set_value("digits").run()  # 1797 digits: plenty
+    assert not at.error and not at.button[0].disabled
+    widget(at, "Images (indices, comma-separated)").set_value("12, 5000").run()
+    assert any(e.value.startswith("images: unknown digits item '5000'; available: 0 to 1796") for e in at.error)
+    assert at.button[0].disabled
+
+
 def test_link_values_that_only_fit_together_are_all_accepted():
     s, ignored = state.from_query({"preset": "cafe", "n_samples": "24", "batch_size": "6"})
     assert ignored == [] and s["n_samples"] == 24 and s["batch_size"] == 6

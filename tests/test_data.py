@@ -3,7 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
-from leakdemo.data import available_samples, load_batch, to_square_rgb
+from leakdemo.data import available_samples, check_source, load_batch, load_dataset, to_square_rgb
 from leakdemo.errors import LeakdemoError, ParamError
 from leakdemo.scenario import from_preset
 
@@ -34,6 +34,36 @@ def test_unknown_image_lists_the_available_ones():
         load_batch(params(images="nope"))
     with pytest.raises(ParamError, match="^images: names 2 images but batch_size is 1"):
         load_batch(params(images="coffee,rocket"))
+
+
+def test_source_checks_before_loading_say_what_loading_would(monkeypatch):
+    """The dashboard and sweeps check the private data from item names alone; they must refuse exactly what
+    loading refuses, and let through what it accepts."""
+    n = len(available_samples())
+    cases = [params(batch_size=str(n + 1), images=""),
+             params(images="coffee,coffee", batch_size="2"),
+             params(data="digits", images="1797", num_classes="10"),
+             dict(from_preset("dlm-plus", {"data": "samples", "images": "", "batch_size": 12, "local_steps": 2}).params)]
+    for p in cases:
+        with pytest.raises(ParamError) as loading:
+            load_batch(p, count=p["batch_size"] * p.get("local_steps", 1),
+                       count_name="rounds_per_epoch × local_steps × batch_size" if "local_steps" in p else "batch_size")
+        with pytest.raises(ParamError) as checking:
+            check_source(p)
+        assert str(checking.value) == str(loading.value)
+    assert str(checking.value) == f"rounds_per_epoch × local_steps × batch_size: must be at most {n} for data=samples, got 24"
+    import leakdemo.data as data
+    monkeypatch.setattr(data, "sample_image", lambda *a: pytest.fail("a check must not read images"))
+    check_source(params(batch_size=str(n), images="rocket"))
+    vfl = dict(from_preset("cafe", {"data": "samples", "images": "coffee,rocket", "n_samples": 40,
+                                    "batch_size": 4}).params)
+    check_source(vfl)  # more than the photos: the data set becomes crops of them
+    monkeypatch.undo()
+    assert len(load_dataset(vfl, 40).names) == 40
+    for p in (dict(vfl, images="nope"), params(images="nope")):
+        with pytest.raises(ParamError, match="^images: unknown sample"):
+            check_source(p)
+    check_source(dict(from_preset("pli").params))  # logit protocols build their own identity sets
 
 
 def test_digits_and_faces():

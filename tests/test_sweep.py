@@ -156,6 +156,9 @@ def test_a_failing_point_is_a_row_and_the_sweep_goes_on():
     good = next(r for r in rows if r["label"] == "batch_size=1")
     assert bad["failed"] == 1 and bad["runs"] == 0 and "at most 64 images" in bad["errors"][0]
     assert good["runs"] == 1 and good["psnr"] is not None
+    sweep = Sweep(from_preset("dlg"), [parse_axis("batch_size=1,30", from_preset("dlg"))], workers=1)
+    assert [t.point for t in sweep.tasks()] == [0]  # 30 of the 23 photos: refused without starting a worker
+    assert sweep.points[1].runs[0]["error"] == "batch_size: must be at most 23 for data=samples, got 30"
 
 
 def test_stopping_keeps_the_points_already_done():

@@ -13,7 +13,7 @@ import streamlit as st
 
 from .. import catalog
 from ..artifacts import MOSAIC_FROM, upscale
-from ..data import MAX_UPLOAD_FILES, available_samples, decode_upload, sample_image
+from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
 from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LOCAL_DATA, LPIPS_HELP
@@ -56,6 +56,7 @@ def _push_to_widgets(s) -> None:
         st.session_state[f"w_{k}"] = v
     if s["data"] == "samples":
         st.session_state["w_gallery"] = [x for x in str(s["images"]).split(",") if x]
+    st.session_state["images_source"] = s["data"]
     st.session_state["scenario"] = s
 
 
@@ -162,7 +163,11 @@ def sidebar() -> tuple:
             if p.name not in ("data", "image_size"):
                 param_widget(p, sb)
     else:
-        uploads = _data_widgets(sb, st.session_state.get("w_data", s["data"]))
+        source = st.session_state.get("w_data", s["data"])
+        if st.session_state.get("images_source", source) != source:  # names belong to their source
+            st.session_state["w_images"] = ""
+        st.session_state["images_source"] = source
+        uploads = _data_widgets(sb, source)
     for p in groups.get("protocol", []):
         param_widget(p, sb)
     with sb.expander("Model and image size"):
@@ -200,6 +205,11 @@ def sidebar() -> tuple:
     if uploads and len(uploads) < need:
         what = {"fedsgd": "batch_size", "vfl": "n_samples"}.get(s2["protocol"], LOCAL_DATA)
         return s2, f"{what}: needs {need} image(s) but {len(uploads)} are uploaded", uploads
+    if not uploads:
+        try:
+            check_source(s2)
+        except LeakdemoError as e:
+            return s2, str(e), uploads
     return s2, None, uploads
 
 
