@@ -10,8 +10,8 @@ from functools import lru_cache
 
 import numpy as np
 import torch
+from scipy.ndimage import uniform_filter
 from scipy.optimize import linear_sum_assignment
-from skimage.metrics import structural_similarity
 
 from . import lpips_weights
 from .settings import LPIPS_MIN_SIDE
@@ -32,15 +32,27 @@ def psnr(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
 
 
 def ssim(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
-    """Per-image SSIM from scikit-image, data_range 1, channels last."""
+    """Per-image SSIM, data_range 1: scikit-image's `structural_similarity` (7×7 uniform window, sample
+    covariance, each channel scored alone, then averaged), computed for the whole batch at once.
+
+    Its steps are scikit-image's, with the same scipy filter run over (batch, channel, H, W) instead of
+    one image per call: the result is the same to float32 rounding (tested against it), but PLI's ten
+    clients score thousands of 32×32 pairs per frame, and one call per pair cost 0.2 ms of overhead
+    each — 110 s of a 360-s `pli-10-clients` run."""
     x, y = to_unit(a).numpy(), to_unit(b).numpy()
     side = min(x.shape[-2:])
-    win = min(7, side if side % 2 else side - 1)
-    return np.array([
-        structural_similarity(x[i].transpose(1, 2, 0), y[i].transpose(1, 2, 0), data_range=1.0,
-                              channel_axis=-1, win_size=max(win, 3))
-        for i in range(len(x))
-    ])
+    win = max(min(7, side if side % 2 else side - 1), 3)
+    size = (1,) * (x.ndim - 2) + (win, win)  # the window covers H and W only
+    ux, uy = uniform_filter(x, size), uniform_filter(y, size)
+    uxx, uyy, uxy = uniform_filter(x * x, size), uniform_filter(y * y, size), uniform_filter(x * y, size)
+    cov_norm = win * win / (win * win - 1)
+    vx, vy, vxy = cov_norm * (uxx - ux * ux), cov_norm * (uyy - uy * uy), cov_norm * (uxy - ux * uy)
+    c1, c2 = 0.01 ** 2, 0.03 ** 2
+    s = (2 * ux * uy + c1) * (2 * vxy + c2) / ((ux ** 2 + uy ** 2 + c1) * (vx + vy + c2))
+    pad = (win - 1) // 2
+    h, w = x.shape[-2:]
+    per_channel = s[..., pad:h - pad, pad:w - pad].mean(axis=(-2, -1), dtype=np.float64).astype(np.float32)
+    return per_channel.mean(-1).astype(np.float64)
 
 
 def match(recon: torch.Tensor, truth: torch.Tensor) -> np.ndarray:

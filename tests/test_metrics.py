@@ -13,10 +13,24 @@ def test_psnr_peak_one_and_cap():
 
 
 def test_ssim_matches_scikit_image():
+    """Our batched SSIM is scikit-image's, image by image: photos, noise, flat images, gray and colour,
+    every window the sizes call for (7, and 5 or 3 below 7 px), out-of-range values clamped first."""
+    from skimage.metrics import structural_similarity
+
+    from leakdemo.data import sample_image
+
     g = torch.Generator().manual_seed(0)
     a = torch.rand(2, 3, 16, 16, generator=g)
     assert metrics.ssim(a, a) == pytest.approx([1.0, 1.0])
     assert (metrics.ssim(a, torch.rand(2, 3, 16, 16, generator=g)) < 0.3).all()
+    for side, channels in ((32, 3), (32, 1), (16, 3), (6, 1), (4, 3)):
+        photos = torch.stack([torch.from_numpy(sample_image(n, side)[:channels]) for n in ("coffee", "camera", "rocket")])
+        x = torch.cat([photos, torch.rand(3, channels, side, side, generator=g), torch.full((1, channels, side, side), 0.5)])
+        y = torch.cat([photos.flip(0), photos + 0.2 * torch.randn(photos.shape, generator=g), 1.1 - x[6:]])
+        win = 7 if side >= 7 else (5 if side >= 5 else 3)
+        want = [structural_similarity(xi.clamp(0, 1).permute(1, 2, 0).numpy(), yi.clamp(0, 1).permute(1, 2, 0).numpy(),
+                                      data_range=1.0, channel_axis=-1, win_size=win) for xi, yi in zip(x, y)]
+        assert metrics.ssim(x, y) == pytest.approx(want, abs=1e-6), (side, channels)
 
 
 def test_hungarian_matching_recovers_a_planted_permutation():

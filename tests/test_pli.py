@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from leakdemo import identities, metrics
-from leakdemo.attacks.pli import optimal_pair, q_value
+from leakdemo.attacks.pli import optimal_pair, pick_best, q_value, total_variation
 from leakdemo.defenses import round_logits, top_k_only
 from leakdemo.errors import LeakdemoError
 from leakdemo.protocols import distillation
@@ -37,6 +37,25 @@ def test_optimal_logits_sum_to_one_and_maximise_q(classes, alpha):
             assert q_value(other, client, j, alpha) <= best + 1e-6
         flat = torch.full((classes,), 1 / classes)
         assert q_value(flat, client, j, alpha) < best
+
+
+def test_best_client_choice_is_eq_11_for_every_class_at_once():
+    """pick_best scores all classes' candidates in one batch; it must choose what Eq. 11 chooses class by
+    class: argmin over k of Σ_{k'≠k} SSIM(x_k, x_k') + β·TV(x_k)."""
+    g = torch.Generator().manual_seed(0)
+    base = torch.rand(6, 1, 1, 16, 16, generator=g).expand(6, 5, 1, 16, 16)
+    cands = (base + 0.15 * torch.randn(6, 5, 1, 16, 16, generator=g)).clamp(0, 1)
+    cands[2, 3] = torch.rand(1, 16, 16, generator=g)  # distinct from its class's others
+    cands[4, 1] = 0.5  # flat: distinct and clean
+    for beta in (0.0, 0.1, 10.0):
+        want = []
+        for t in range(6):
+            scores = [sum(float(metrics.ssim(cands[t, k:k + 1], cands[t, o:o + 1])[0]) for o in range(5) if o != k)
+                      + beta * float(total_variation(cands[t, k:k + 1])) for k in range(5)]
+            want.append(int(np.argmin(scores)))
+        assert pick_best(cands, beta).tolist() == want
+    assert pick_best(cands, 0.0)[2] == 3 and pick_best(cands, 0.0)[4] == 1
+    assert pick_best(cands[:, :1], 0.1).tolist() == [0] * 6
 
 
 def test_attack_accuracy_on_planted_images():

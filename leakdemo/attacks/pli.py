@@ -117,14 +117,17 @@ class InversionTrainer:
                     layer.weight.copy_(torch.empty(layer.weight.shape).uniform_(-bound, bound, generator=g))
                     layer.bias.copy_(torch.empty(layer.bias.shape).uniform_(-bound, bound, generator=g))
         self.net = self.net.to(device)
-        self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, weight_decay=WEIGHT_DECAY)
+        # foreach: one kernel per step for all tensors; on a CPU 1.1 ms per step instead of the loop's 3.3
+        # (a fifth of each training step), and the same numbers to the bit (fused would not be)
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, weight_decay=WEIGHT_DECAY, foreach=True)
         self.g = torch.Generator().manual_seed(seed)
 
     def epoch(self, z, x, prior, gamma, z_target=None, prior_target=None) -> float:
         """One pass over (z → x): MSE to the image + γ·MSE to its prior (Eq. 3); then, when given, one step
         on γ·MSE of the target classes' reconstructions to their priors (Eq. 10, Algorithm 1 line 8)."""
         self.net.train()
-        order, total = torch.randperm(len(z), generator=self.g).to(z.device), 0.0
+        order = torch.randperm(len(z), generator=self.g).to(z.device)
+        total = torch.zeros((), dtype=torch.float64, device=z.device)  # summed on the device: no sync per batch
         for i in range(0, len(z), BATCH):
             idx = order[i:i + BATCH]
             if len(idx) < 2:  # BatchNorm needs two
@@ -136,13 +139,13 @@ class InversionTrainer:
             self.opt.zero_grad()
             loss.backward()
             self.opt.step()
-            total += float(loss.detach()) * len(idx)
+            total += loss.detach().double() * len(idx)
         if gamma > 0 and z_target is not None and len(z_target) > 1:
             loss = gamma * F.mse_loss(self.net(z_target), prior_target)
             self.opt.zero_grad()
             loss.backward()
             self.opt.step()
-        return total / len(z)
+        return float(total) / len(z)
 
     @torch.no_grad()
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
@@ -150,18 +153,19 @@ class InversionTrainer:
         return self.net(z)
 
 
-def pick_best(candidates: torch.Tensor, beta: float) -> int:
-    """Eq. 11: of the K clients' reconstructions of one class (K, C, H, W), the one least similar to the
-    others (sum of SSIM) plus β·TV."""
-    k = len(candidates)
+def pick_best(candidates: torch.Tensor, beta: float) -> torch.Tensor:
+    """Eq. 11 for every target class at once: of the K clients' reconstructions of each class
+    (T, K, C, H, W), the index of the one least similar to the others (sum of SSIM) plus β·TV. SSIM is
+    symmetric, so each of the K(K−1)/2 pairs is scored once, all classes in one batch."""
+    t, k = candidates.shape[:2]
     if k == 1:
-        return 0
-    scores = []
-    for i in range(k):
-        others = torch.cat([candidates[:i], candidates[i + 1:]])
-        scores.append(float(ssim(candidates[i].expand_as(others), others).sum())
-                      + beta * float(total_variation(candidates[i:i + 1])))
-    return int(np.argmin(scores))
+        return torch.zeros(t, dtype=torch.long)
+    i, j = torch.triu_indices(k, k, 1)
+    pairs = torch.from_numpy(ssim(candidates[:, i].flatten(0, 1), candidates[:, j].flatten(0, 1))).view(t, -1)
+    sim = torch.zeros(t, k, k, dtype=torch.float64)
+    sim[:, i, j], sim[:, j, i] = pairs, pairs
+    tv = total_variation(candidates.flatten(0, 1)).view(t, k).double().cpu()
+    return (sim.sum(2) + beta * tv).argmin(1)
 
 
 def _softmax(logits: torch.Tensor, tau: float) -> torch.Tensor:
@@ -193,7 +197,7 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
         if not paired:
             return tbi(onehots)
         cands = torch.stack([net(z_target) for net in nets], 1)  # (T, K, C, H, W)
-        return torch.stack([cands[t, pick_best(cands[t], p["beta"])] for t in range(len(targets))])
+        return cands[torch.arange(len(targets), device=device), pick_best(cands, p["beta"]).to(device)]
 
     start = torch.full((len(targets), *x.shape[1:]), 0.5, device=device)
     yield Step(0, total, float("nan"), start, aligned=True, note=f"round 1 of {len(rounds)}: training the "
