@@ -191,13 +191,13 @@ class Run:
             eta = (step.total - step.iteration) * now / max(step.iteration, 1)
             order = torch.as_tensor(sc["order"])
             images = to_hwc(step.images[order.to(step.images.device)])
-            for k, v in (("iteration", step.iteration), ("seconds", now), ("loss", step.loss),
+            for k, v in (("iteration", step.iteration), ("seconds", now), ("loss", float(step.loss)),
                          ("psnr", sc["psnr"]), ("ssim", sc["ssim"]), *checks.items()):
                 history[k].offer(v, force=bool(step.note))
             self.keyframes.offer((step.iteration, images))
             trials, trials_psnr = _trials(step, _truth_for(step, truth_images))
             yield Progress(step.iteration, step.total, round(now, 4), _finite(step.loss), round(sc["psnr"], 3),
-                           round(sc["ssim"], 4), round(eta, 2), step.labels, step.note, images,
+                           round(sc["ssim"], 4), round(eta, 2), _host_labels(step.labels), step.note, images,
                            [round(v, 2) for v in sc["psnr_per_image"]], fresh, checks or None, step.sample_ids,
                            _baseline(step), success, trials, trials_psnr)
         seconds = time.perf_counter() - t0
@@ -210,7 +210,7 @@ class Run:
         self.keyframes.offer((last.iteration, images), force=True)
         label_acc = None
         if last.labels is not None:
-            label_acc = metrics.label_accuracy(last.labels, truth.labels.tolist())
+            label_acc = metrics.label_accuracy(_host_labels(last.labels), truth.labels.tolist())
         result = {
             "psnr": round(final["psnr"], 3), "ssim": round(final["ssim"], 4), "lpips": final.get("lpips"),
             "label_accuracy": label_acc, "psnr_per_image": [round(v, 3) for v in final["psnr_per_image"]],
@@ -291,8 +291,13 @@ def _truth_for(step, truth_images: torch.Tensor) -> torch.Tensor:
     return truth_images[torch.as_tensor(step.sample_ids, dtype=torch.long)]
 
 
-def _finite(x: float) -> float | None:
-    return float(x) if np.isfinite(x) else None
+def _finite(x: float | torch.Tensor) -> float | None:
+    x = float(x)  # a step's loss may still be on the device (see Step.loss)
+    return x if np.isfinite(x) else None
+
+
+def _host_labels(labels: list[int] | torch.Tensor | None) -> list[int] | None:
+    return labels.tolist() if isinstance(labels, torch.Tensor) else labels
 
 
 def _prepend(first, rest):

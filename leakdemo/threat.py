@@ -77,9 +77,10 @@ class Step:
     """One streamed step of an attack: its current estimate and its own loss (never a score)."""
     iteration: int  # iterations completed so far, over all restarts
     total: int  # planned iterations, for the progress bar and the ETA
-    loss: float
+    loss: float | torch.Tensor  # a 0-dim tensor may stay on the device: the Runner reads it only for the
+    # frames it scores, so an attack's step never waits for the GPU just to report its loss
     images: torch.Tensor  # current estimate, (B, C, H, W), the model's input space ([0, 1])
-    labels: list[int] | None = None
+    labels: list[int] | torch.Tensor | None = None  # a tensor likewise (read when the frame is scored)
     note: str | None = None  # something a person should see, e.g. "stalled: restarting with seed 2"
     final: bool = False  # the attack's chosen answer
     matching: dict | None = None  # AGIC multi-epoch: which pre-reconstructions it paired (see attacks/agic.py)

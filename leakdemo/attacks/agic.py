@@ -139,10 +139,11 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         for e in range(epochs):  # 1. pre-reconstruct each epoch on its own
             xe = x if e == 0 else torch.rand(shape, generator=g).to(device).requires_grad_(True)
             note = f"pre-reconstructing epoch {e + 1} of {epochs} (its rounds alone)"
+            shown = own_labels[e].tolist()  # read once: the steps below never wait for the device
             for loss in signed_adam(lambda v: prob.loss(v, own_labels[e], members, gammas, by_epoch[e]), xe, pre,
                                     p["lr"]):
                 done += 1
-                yield Step(done, total, loss, xe.detach(), own_labels[e].tolist(), note)
+                yield Step(done, total, loss, xe.detach(), shown, note)
                 note = None
             pre_images.append(xe.detach().clone())
         # 2. match every epoch's images to the slots, through the epoch before it

@@ -68,13 +68,14 @@ class StepOne:
     def __init__(self, n: int, device):
         self.P = torch.eye(n, dtype=torch.float64, device=device) * 1e6  # a weak prior: V starts at 0
 
-    def update(self, V: torch.Tensor, idx: torch.Tensor, target: torch.Tensor) -> float:
+    def update(self, V: torch.Tensor, idx: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """One batch's equations; returns their squared residual before the update (0-dim, on the device)."""
         r = target.double() - V[idx].double().sum(0)
         ps = self.P[:, idx].sum(1)
         gain = ps / (1.0 + ps[idx].sum())
         V += (gain[:, None] * r[None, :]).to(V.dtype)
         self.P = self.P - gain[:, None] * ps[None, :]
-        return float(r.pow(2).sum())
+        return r.pow(2).sum()
 
 
 def row_space(grad_w: torch.Tensor, rtol: float = 1e-4) -> torch.Tensor:
@@ -132,8 +133,8 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     X = torch.rand((n, *kn.input_shape), generator=g).to(device)  # Step III: uniform start, as in the paper
     Y = torch.zeros(n, kn.num_classes, device=device)  # fake labels (logits)
     opt_x, opt_y = RowAdam(X.shape, device, p["lr"]), RowAdam(Y.shape, device, p["lr"])
-    def labels():  # the fake labels are fitted only through the gradient-matching term
-        return Y.argmax(1).tolist() if alpha > 0 else None
+    def labels():  # the fake labels are fitted only through the gradient-matching term (a tensor: see Step)
+        return Y.argmax(1) if alpha > 0 else None
 
     exact = p["solver"] == "least-squares"
     # a training model makes old equations stale: Step I then projects onto each batch's sums (the
@@ -143,8 +144,9 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     version = -1
     stream = batches(n, k, g)
     for it in range(1, total + 1):
-        idx = next(stream).to(device)
-        q = session.query(idx)
+        chosen = next(stream)
+        q = session.query(chosen)  # checked on the host, where the server chose them
+        idx = q.indices
         if q.version != version:  # the model trained since the last query: attack the current weights
             with torch.no_grad():
                 for w, new in zip(model.parameters(), q.weights):
@@ -159,7 +161,7 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                     "matching (α) and the row-space term (ρ) stay exact at the current weights (preset cafe-training)")
         if not single and it in (phase + 1, 2 * phase + 1):
             note = "Step II: recovering the first FC layer's inputs" if it == phase + 1 else "Step III: recovering the images"
-        fit = 0.0
+        fit = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per step
         with torch.no_grad():
             for m, (wi, bi) in enumerate(where):
                 upload = q.workers[m]
@@ -169,7 +171,7 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                     else:
                         r = V[m][idx].sum(0) - upload[bi]
                         V[m][idx] -= ((p["lr_step1"] if not exact else 1.0) / k) * r
-                        fit += float(r.pow(2).sum())
+                        fit += r.pow(2).sum()
                 if do2:  # Step II: Σ_batch v_n ĥ_nᵀ = ∇Θ₁ (torch stores Θ₁ as d2 × d1)
                     vs = V[m][idx]
                     r = vs.T @ H[m][idx] - upload[wi]
@@ -177,9 +179,9 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                         H[m][idx] -= p["lr_step2"] * torch.linalg.pinv(vs.T.double(), rtol=1e-6).to(vs.dtype) @ r
                     else:
                         curvature = torch.linalg.matrix_norm(vs, ord=2) ** 2
-                        if curvature > 0:
-                            H[m][idx] -= (p["lr_step2"] / curvature) * (vs @ r)
-                    fit += float(r.pow(2).sum())
+                        step = torch.where(curvature > 0, p["lr_step2"] / curvature, torch.zeros_like(curvature))
+                        H[m][idx] -= step * (vs @ r)
+                    fit += r.pow(2).sum()
         loss = fit
         if do3:
             xs = X[idx].clone().requires_grad_(True)
@@ -206,6 +208,6 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                 X[idx] = X[idx].clamp(0, 1)
                 if gy is not None:
                     opt_y.step(Y, idx, gy)
-            loss = float(objective.detach())
+            loss = objective.detach()
         yield Step(it, total, loss, X.detach().clone(), labels(), note=note, internals={"V": V, "H": H}, aligned=True)
     yield Step(total, total, loss, X.detach().clone(), labels(), final=True, internals={"V": V, "H": H}, aligned=True)

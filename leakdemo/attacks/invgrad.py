@@ -41,13 +41,13 @@ def signed_adam_trials(value_and_grad: ValueAndGrad, x: torch.Tensor, iterations
 
 
 def signed_adam(objective: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, iterations: int,
-                lr: float) -> Iterator[float]:
-    """`signed_adam_trials` for one scalar objective (autograd); yields the losses as floats."""
+                lr: float) -> Iterator[torch.Tensor]:
+    """`signed_adam_trials` for one scalar objective (autograd); yields the losses as 0-dim tensors, still
+    on the device (a Step carries them as they are)."""
     def value_and_grad(v):
         loss = objective(v)
         return loss.detach(), torch.autograd.grad(loss, [v])[0]
-    for loss in signed_adam_trials(value_and_grad, x, iterations, lr):
-        yield float(loss)
+    yield from signed_adam_trials(value_and_grad, x, iterations, lr)
 
 
 def trials_objective(loss: Callable[[torch.Tensor], torch.Tensor], func_loss: Callable[[torch.Tensor], torch.Tensor],
@@ -94,12 +94,13 @@ def racing_signed_adam(value_and_grad: ValueAndGrad, x: torch.Tensor, iterations
                        note: str | None = None) -> Iterator[Step]:
     """Signed Adam on K starts x (K, B, C, H, W) as a stream of Steps: the leading start live (with K > 1 the
     first SHOWN side by side), then the start with the lowest objective — the attack's own loss — as the answer.
-    One host sync per step: which start leads."""
+    No host sync per step: the leading start is picked on the device, and its loss stays there until the
+    Runner scores that frame."""
     k, total = len(x), total or iterations
     for i, loss in enumerate(signed_adam_trials(value_and_grad, x, iterations, lr), 1):
-        lead = int(torch.argmin(torch.nan_to_num(loss, nan=float("inf")))) if k > 1 else 0
-        yield Step(done + i, total, float(loss[lead]), x[lead].detach(), labels, note if i == 1 else None,
-                   trials=x.detach()[:SHOWN] if k > 1 else None)
+        lead = torch.argmin(torch.nan_to_num(loss, nan=float("inf"))).view(1)
+        yield Step(done + i, total, loss.detach().index_select(0, lead)[0], x.detach().index_select(0, lead)[0],
+                   labels, note if i == 1 else None, trials=x.detach()[:SHOWN] if k > 1 else None)
     final, _ = value_and_grad(x)
     best = int(torch.argmin(torch.nan_to_num(final.detach(), nan=float("inf"))))
     yield Step(done + iterations, total, float(final[best]), x[best].detach().clone(), labels,

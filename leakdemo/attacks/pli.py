@@ -122,9 +122,10 @@ class InversionTrainer:
         self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, weight_decay=WEIGHT_DECAY, foreach=True)
         self.g = torch.Generator().manual_seed(seed)
 
-    def epoch(self, z, x, prior, gamma, z_target=None, prior_target=None) -> float:
+    def epoch(self, z, x, prior, gamma, z_target=None, prior_target=None) -> torch.Tensor:
         """One pass over (z → x): MSE to the image + γ·MSE to its prior (Eq. 3); then, when given, one step
-        on γ·MSE of the target classes' reconstructions to their priors (Eq. 10, Algorithm 1 line 8)."""
+        on γ·MSE of the target classes' reconstructions to their priors (Eq. 10, Algorithm 1 line 8). Returns
+        the epoch's mean loss as a 0-dim tensor, on the device."""
         self.net.train()
         order = torch.randperm(len(z), generator=self.g).to(z.device)
         total = torch.zeros((), dtype=torch.float64, device=z.device)  # summed on the device: no sync per batch
@@ -145,7 +146,7 @@ class InversionTrainer:
             self.opt.zero_grad()
             loss.backward()
             self.opt.step()
-        return float(total) / len(z)
+        return total / len(z)
 
     @torch.no_grad()
     def __call__(self, z: torch.Tensor) -> torch.Tensor:

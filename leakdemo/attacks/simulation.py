@@ -51,10 +51,10 @@ def invgrad_fedavg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator
             loss = loss + cosine_distance(sim, r.delta)
         return loss + p["tv_weight"] * total_variation(v)
 
-    total = p["iterations"]
-    yield Step(0, total, float("nan"), x.detach(), labels.tolist())
+    total, shown = p["iterations"], labels.tolist()  # read once: the steps below never wait for the device
+    yield Step(0, total, float("nan"), x.detach(), shown)
     done = 0
     for loss in signed_adam(objective, x, total, p["lr"]):
         done += 1
-        yield Step(done, total, loss, x.detach(), labels.tolist())
-    yield Step(done, total, float(objective(x).detach()), x.detach(), labels.tolist(), final=True)
+        yield Step(done, total, loss, x.detach(), shown)
+    yield Step(done, total, float(objective(x).detach()), x.detach(), shown, final=True)

@@ -120,21 +120,25 @@ class VerticalSession:
         self._g = torch.Generator().manual_seed(p["seed"] + 3)
         self._opt = torch.optim.Adam(model.parameters(), lr=p["train_lr"]) if p["train_lr"] > 0 else None
         self.version = 0
-        self.train_losses: list[float] = []  # the federation's own batch losses, per query (utility)
+        self.train_losses: list[torch.Tensor] = []  # the federation's own batch losses, per query (utility)
 
     @property
     def n_samples(self) -> int:
         return len(self._y)
 
     def query(self, indices) -> Query:
-        idx = torch.as_tensor(indices, dtype=torch.long, device=self._x.device)
-        if idx.ndim != 1 or len(idx) == 0 or int(idx.min()) < 0 or int(idx.max()) >= self.n_samples:
+        """The batch the server chose, as a list or a tensor. Checked where it is given (the server picks
+        indices on the host: checking them there costs a GPU no wait), then moved to the model's device."""
+        idx = torch.as_tensor(indices, dtype=torch.long).cpu()
+        host = idx.numpy()
+        if host.ndim != 1 or len(host) == 0 or host.min() < 0 or host.max() >= self.n_samples:
             raise ValueError("query: indices must be a non-empty list of sample indices")
+        idx = idx.to(self._x.device)
         model = self._model
         weights = [w.detach().clone() for w in model.parameters()]
         loss = F.cross_entropy(model(self._x[idx]), self._y[idx])
         grads = torch.autograd.grad(loss, list(model.parameters()))
-        self.train_losses.append(float(loss.detach()))
+        self.train_losses.append(loss.detach())  # 0-dim tensors, read once by the utility
         uploads = [apply_defense(self._p["defense"], list(grads[s]), self._p, self._g) for s in model.worker_slices()]
         top = [g.detach() for g in grads[model.worker_slices()[-1].stop:]]
         q = Query(idx, uploads, top, weights, self.version)
@@ -227,7 +231,8 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
         if p["defense"] != "none":
             out["clean"] = utility_curve(p, start, x, y, "none")
         if session.train_losses and p["train_lr"] > 0:
-            out["while_attacked"] = _thin(session.train_losses, 400)  # the federation's own batch losses
+            losses = torch.stack(session.train_losses).tolist()
+            out["while_attacked"] = _thin(losses, 400)  # the federation's own batch losses
             out["attacked_iterations"], out["train_lr"] = len(session.train_losses), p["train_lr"]
         return out
 
