@@ -87,3 +87,37 @@ def test_the_chart_shows_what_the_best_trade_offs_give_away():
     assert all(im.source.startswith("data:image/png;base64,") for im in fig.layout.images)
     lo, hi = fig.layout.yaxis.range
     assert lo < 5 and hi > 90 + 0.16 * 85  # every thumbnail fits inside the chart
+
+
+def test_an_accuracy_axis_stays_within_zero_and_one():
+    """Two equal accuracies once spread the utility axis over 0.33–1.69; an accuracy is never above 1."""
+    from leakdemo.dashboard.tradeoffs import strength_figure
+
+    def row(i, acc, psnr, undefended=False, **extra):
+        return {"index": i, "label": "no defense" if undefended else f"batch_size={i}", "undefended": undefended,
+                "batch_size": None if undefended else i, "runs": 1, "failed": 0, "psnr": psnr, "test_accuracy": acc,
+                **extra}
+    rows = [row(0, 0.9645, 85.6, True), row(1, 0.9645, 20.2), row(2, 0.9645, 10.2)]
+    lo, hi = strength_figure(rows, ["batch_size"], False).layout.yaxis2.range
+    assert 0.85 < lo < 0.9645 < hi <= 1.0
+    rows = [row(0, 0.99, 85.6, True), row(1, 0.98, 30.0), row(2, 0.12, 8.0)]
+    lo, hi = strength_figure(rows, ["batch_size"], False).layout.yaxis2.range
+    assert lo < 0.12 and 0.99 < hi <= 1.0
+    loss = [dict(r, test_accuracy=None, training_loss=v) for r, v in zip(rows, (0.4, 0.5, 2.3))]
+    assert strength_figure(loss, ["batch_size"], False).layout.yaxis2.range is None  # a loss: plotly's own range
+
+
+def test_failed_points_say_why():
+    from leakdemo.dashboard.tradeoffs import failure_lines
+    from leakdemo.scenario import from_preset
+    from leakdemo.sweep import Sweep, parse_axis
+
+    sweep = Sweep(from_preset("dlg"), [parse_axis("batch_size=1,30", from_preset("dlg"))], workers=1)
+    sweep.tasks()  # batch 30 of the 23 photos is refused here, before any run
+    rows = [{"label": p.label, "runs": 0, "failed": len(p.runs), "errors": [r["error"] for r in p.runs]}
+            for p in sweep.points]
+    assert failure_lines(rows) == ("**batch_size=30**: 1 of 1 run(s) failed — batch_size: must be at most 23 for "
+                                   "data=samples, got 30")
+    many = [dict(rows[1], label=f"p{i}") for i in range(7)]
+    assert failure_lines(many).count("  \n") == 5 and failure_lines(many).endswith("2 more point(s): see the table")
+    assert failure_lines(rows[:1]) is None

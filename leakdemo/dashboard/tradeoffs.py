@@ -29,7 +29,8 @@ SPEC_KEYS = ("sweep", "preset", "defense", "vary", "seeds")
 POLL_SECONDS = 1.0
 WAIT_FOR_STORE = 3.0  # seconds Run waits for a sweep to finish before the page polls it
 MAX_SEEDS = 5
-STRIP_PX = 112  # every picture of the strip at one size, whatever its column's width
+STRIP_PER_ROW = 8  # pictures per row of the strip: each fills its column (all columns are equal), and at 1440 px
+# wide a column is ~110 px, so a caption wraps under its own picture (ten 112-px pictures overlapped theirs)
 COLORS = ("#2471a3", "#8e44ad", "#16a085", "#d35400", "#7f8c8d")
 CSS = """
 <style>
@@ -181,10 +182,22 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     fig.update_xaxes(title_text=axes[0], type="log" if log else None)
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False)
-    fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True)
+    fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=_utility_range(rows, uname),
+                     tickformat=None if uname == "training_loss" else ".3g")
     fig.update_layout(title="Leakage and utility against the defense's strength", height=420,
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def _utility_range(rows: list[dict], name: str) -> list[float] | None:
+    """An accuracy axis stays within [0, 1] (plotly's autorange spread two equal accuracies of 0.96 over
+    0.33–1.69), with room to see the differences; a training loss keeps plotly's own range."""
+    values = [v for v in (utility_of(r)[1] for r in rows) if v is not None]
+    if name == "training_loss" or not values:
+        return None
+    lo, hi = min(values), max(values)
+    pad = max(0.05, 0.15 * (hi - lo))
+    return [max(0.0, lo - pad), min(1.0, hi + pad)]
 
 
 def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
@@ -355,6 +368,9 @@ def sweep_panel(pace) -> None:
                      + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else ""))
     if job.error:
         st.error(job.error)
+    failures = failure_lines(rows)
+    if failures:
+        st.warning(failures, icon=":material/warning:")
     if rows:
         axes, log = st.session_state.get("t_axes", ([], False))
         # figures are rebuilt only when a point changes: the panel polls every second, and on a 2-core
@@ -373,6 +389,18 @@ def sweep_panel(pace) -> None:
         _table(rows, axes, job)
     if (None if job.done else POLL_SECONDS) != pace:
         st.rerun()
+
+
+def failure_lines(rows: list[dict], most: int = 5) -> str | None:
+    """Why points failed, a line each (markdown): a point with no picture and no dot must still say why."""
+    failed = [r for r in rows if r.get("failed")]
+    if not failed:
+        return None
+    lines = [f"**{r['label']}**: {r['failed']} of {r['failed'] + r['runs']} run(s) failed — "
+             f"{(r.get('errors') or ['no message'])[0]}" for r in failed[:most]]
+    if len(failed) > most:
+        lines.append(f"…and {len(failed) - most} more point(s): see the table")
+    return "  \n".join(lines)
 
 
 def _picked_point(rows: list[dict], picked) -> None:
@@ -408,13 +436,12 @@ def _strip(rows: list[dict], axes: list[str]) -> None:
         items = head + [(f"{_short(r.get(axes[0]))} · {_figure(r, key)}", r["thumbnail"][0]) for r in series]
         if name:
             st.caption(name)
-        per_row = 10
-        for start in range(0, len(items), per_row):
-            cols = st.columns(per_row)
-            for col, (caption, img) in zip(cols, items[start:start + per_row]):
+        for start in range(0, len(items), STRIP_PER_ROW):
+            cols = st.columns(STRIP_PER_ROW)
+            for col, (caption, img) in zip(cols, items[start:start + STRIP_PER_ROW]):
                 url, _ = png_once(("strip", caption, img.shape, float(np.asarray(img).sum())), lambda i=img: _small(i),
                                   memo_name="strip_memo", limit=80)
-                col.image(url, caption=caption, width=STRIP_PX)
+                col.image(url, caption=caption, width="stretch")
 
 
 def _figure(r: dict, key: str) -> str:
