@@ -140,3 +140,17 @@ def test_the_presenter_caption_says_where_the_private_data_is():
     assert where.startswith("top: the private data") and picture.shape[0] > picture.shape[1] / 3  # rows
     picture, where = _picture(many, many, psnr=[30.0] * 40)  # two mosaics side by side
     assert where.startswith("left: the private data") and picture.shape[1] > picture.shape[0]
+
+
+def test_each_runs_caption_says_where_the_private_data_is():
+    """A photo's pair and CAFE's 200 digits are both drawn private-left, rebuilt-right; a batch of a few,
+    private-top (pair_grid's layouts), and the caption must say which."""
+    at = page(runs="g1,g5")  # DLG on one photo, CAFE's 200 digits
+
+    def captions(node):
+        for child in (node.children.values() if isinstance(getattr(node, "children", None), dict) else []):
+            if getattr(child, "type", None) == "image":
+                yield from (i.caption for i in child.proto.imgs)
+            yield from captions(child)
+    found = list(captions(at._tree))
+    assert len(found) == 2 and all(c.endswith("left: private, right: rebuilt") for c in found), found

@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog
-from ..artifacts import grid, pair_grid, shown_originals
-from .pictures import png_once, zoom
+from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
+from .pictures import IMAGE_CSS, png_once, zoom
 from ..errors import LeakdemoError
 from ..gallery import open_gallery
 from ..store import StoredRun, open_store
@@ -24,10 +24,10 @@ TICK = 0.25  # seconds between replay frames
 REPLAY_SECONDS = 8.0  # a whole replay at 1× speed
 SPEEDS = {"0.5×": 0.5, "1×": 1.0, "2×": 2.0, "4×": 4.0}
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
-CSS = """
+CSS = f"""
 <style>
-.block-container {padding-top: 2.2rem;}
-[data-testid="stImage"] img {image-rendering: pixelated;}
+.block-container {{padding-top: 2.2rem;}}
+{IMAGE_CSS}
 </style>
 """
 
@@ -304,7 +304,8 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
                 return grid([[originals[0], images[0]]], cell=2 * size)
             return pair_grid(originals, images, cell=2 * size, width=20 * size,
                              psnr=run.finished.metrics.get("psnr_per_image") if final else None)
-        where = "left: private, right: rebuilt" if single else "top: private, below: rebuilt"
+        side_by_side = single or len(originals) >= MOSAIC_FROM  # pair_grid: two mosaics side by side for many
+        where = "left: private, right: rebuilt" if side_by_side else "top: private, below: rebuilt"
         url, width = png_once(("compare", ref, it, final), picture)
         col.image(url, caption=f"iteration {it} of {run.finished.iterations} · {where}",
                   width=min(int(width * zoom(size, 192 if single else 48)), 560))

@@ -19,7 +19,7 @@ from ..errors import LeakdemoError
 from ..settings import LOCAL_DATA, LPIPS_HELP
 from ..scenario import from_dict, presets
 from . import state
-from .pictures import ORIGINAL_COLOR, RECON_COLOR
+from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .shared import hardware, run_pool, tab_alive
 from .views import agic, logits, vfl
 from .views import images as images_view
@@ -36,7 +36,7 @@ h1 {{font-size: 2.3rem !important;}}
 .ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-base {{color: #555; font-weight: 700; font-size: 1.15rem;}}
 [data-testid="stMetricValue"] {{font-size: 2.1rem;}}
-[data-testid="stImage"] img {{image-rendering: pixelated;}}
+{IMAGE_CSS}
 </style>
 """
 

@@ -12,6 +12,10 @@ CELL = 224  # on-screen pixels per image: nearest-neighbour, crisp on a projecto
 
 
 COLUMN = 520  # on-screen pixels a half-page column offers a batch (wide layout, 1440 px window)
+# Pictures are sized for a 1440-px window; in a narrower one (a 1280-px laptop: a half-page column is 378 px),
+# or with three or four runs side by side, each shrinks to its own column instead of covering its neighbour.
+IMAGE_CSS = """[data-testid="stImage"] img {image-rendering: pixelated; max-width: 100%; height: auto;}
+[data-testid="stImageContainer"] {max-width: 100%;}"""
 
 
 def batch_columns(n: int) -> int:

@@ -20,7 +20,7 @@ from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
 from ..tradeoff import UTILITY_TITLES, plain, privacy_key, sweep_csv
-from .pictures import png_once
+from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
 from .sweep_job import SweepJob, pool_runner
 
@@ -32,10 +32,10 @@ MAX_SEEDS = 5
 STRIP_PER_ROW = 8  # pictures per row of the strip: each fills its column (all columns are equal), and at 1440 px
 # wide a column is ~110 px, so a caption wraps under its own picture (ten 112-px pictures overlapped theirs)
 COLORS = ("#2471a3", "#8e44ad", "#16a085", "#d35400", "#7f8c8d")
-CSS = """
+CSS = f"""
 <style>
-.block-container {padding-top: 2.2rem;}
-[data-testid="stImage"] img {image-rendering: pixelated;}
+.block-container {{padding-top: 2.2rem;}}
+{IMAGE_CSS}
 </style>
 """
 
