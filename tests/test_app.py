@@ -193,8 +193,10 @@ def test_a_batch_larger_than_the_source_is_refused_before_run():
     widget(at, "Batch size").set_value(30).run()  # 30 > the 23 photos scikit-image ships
     assert any(e.value == "batch_size: must be at most 23 for data=samples, got 30" for e in at.error)
     assert at.button[0].disabled
+    assert not any("Press **Run attack**" in i.value for i in at.info)  # not while Run is greyed
     widget(at, "Source").set_value("digits").run()  # 1797 digits: plenty
     assert not at.error and not at.button[0].disabled
+    assert any("Press **Run attack**" in i.value for i in at.info)
     widget(at, "Images (indices, comma-separated)").set_value("12, 5000").run()
     assert any(e.value.startswith("images: unknown digits item '5000'; available: 0 to 1796") for e in at.error)
     assert at.button[0].disabled

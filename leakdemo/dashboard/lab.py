@@ -515,7 +515,8 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
                    f"{catalog.private_images(scenario)} {what}, {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
     if handle is None:
-        st.info("Press **Run attack** to start. The reconstruction streams in here as the attack works.")
+        if problem is None:  # while a setting is refused, the message beside the greyed button says what to do
+            st.info("Press **Run attack** to start. The reconstruction streams in here as the attack works.")
         return
     run_view(handle.poll())
     chart_panel(handle)
