@@ -496,7 +496,7 @@ def main(argv=None) -> int:
     p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")
     p.add_argument("--address", help="the Ray cluster to use (default $LEAKDEMO_RAY_ADDRESS, else a local Ray)")
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
-    p = sub.add_parser("record-gallery", help="record the built-in showcases (assets/gallery.sqlite) anew")
+    p = sub.add_parser("record-gallery", help="record the built-in showcases and the presenter's sweep (assets/gallery.sqlite) anew")
     p.add_argument("--out", metavar="FILE", help="write them here instead")
     p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
     p.add_argument("action", choices=("list", "show", "export", "delete"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .errors import LeakdemoError
 
+GALLERY_SWEEPS = ("sweep-dp-dlg",)  # the presenter's trade-off chart, drawn at once on a fresh install
 GALLERY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "gallery.sqlite")
 
 
@@ -37,15 +38,22 @@ SHOWCASES = (
 
 
 def open_gallery(path: str = GALLERY):
-    """The shipped showcases as a read-only run store."""
+    """The shipped showcases — and the runs of the built-in sweeps in GALLERY_SWEEPS — as a read-only run
+    store. It is a recording: its sweep runs are found whatever code version recorded them."""
     from .store import RunStore
     if not os.path.isfile(path):
         raise LeakdemoError(f"{path} is missing (record it with `python -m leakdemo record-gallery`)")
-    return RunStore(path, read_only=True)
+    return RunStore(path, read_only=True, any_version=True)
+
+
+def showcase_rows(gallery) -> list[dict]:
+    """The gallery's showcases in order (its sweep runs are not showcases)."""
+    return sorted((r for r in gallery.runs(limit=1000) if r["source"] == "gallery"), key=lambda r: r["id"])
 
 
 def record(path: str = GALLERY, progress=print) -> str:
-    """Run every showcase afresh into a new store, compacted into `path` (replacing it only at the end)."""
+    """Run every showcase and every sweep of GALLERY_SWEEPS afresh into a new store, compacted into `path`
+    (replacing it only at the end)."""
     from .runner import Run
     from .scenario import from_preset
     from .store import RunStore
@@ -63,6 +71,41 @@ def record(path: str = GALLERY, progress=print) -> str:
             raise LeakdemoError(f"showcase {show.preset} did not finish: {getattr(last, 'message', last)}")
         progress(f"[{i}/{len(SHOWCASES)}] {show.preset}: {show.why} — PSNR {last.metrics['psnr']:.1f} dB "
                  f"in {last.seconds:.0f} s")
+    _record_sweeps(store, progress)
+    return _compact(work, path, tmp)
+
+
+def record_sweeps(path: str = GALLERY, progress=print) -> str:
+    """Add (or renew) the GALLERY_SWEEPS' runs in an existing gallery, leaving its showcases as they are."""
+    import shutil
+
+    from .store import RunStore
+    tmp = tempfile.mkdtemp(prefix="gallery-", dir=os.path.dirname(os.path.abspath(path)))
+    work = os.path.join(tmp, "gallery.sqlite")
+    shutil.copyfile(path, work)
+    with sqlite3.connect(work) as conn:
+        conn.execute("DELETE FROM images WHERE run_id IN (SELECT id FROM runs WHERE source = 'sweep')")
+        conn.execute("DELETE FROM runs WHERE source = 'sweep'")
+    _record_sweeps(RunStore(work), progress)
+    return _compact(work, path, tmp)
+
+
+def _record_sweeps(store, progress) -> None:
+    from .scenario import load
+    from .sweep import PointDone, Sweep, SweepFinished, parse_axis
+    from .sweeps import sweeps
+    for name in GALLERY_SWEEPS:
+        spec = sweeps()[name]
+        base = load(spec.base, spec.set)
+        sweep = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds, store=store, fresh=True)
+        for ev in sweep.events():
+            if isinstance(ev, PointDone):
+                progress(f"sweep {name}: {ev.done_runs}/{ev.total_runs} runs")
+            if isinstance(ev, SweepFinished) and ev.status != "finished":
+                raise LeakdemoError(f"sweep {name} did not finish: {ev.status}")
+
+
+def _compact(work: str, path: str, tmp: str) -> str:
     out = os.path.join(tmp, "compact.sqlite")
     with sqlite3.connect(work) as conn:  # one self-contained file in rollback mode: readable read-only anywhere
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -128,10 +128,12 @@ class StoredRun:
 
 
 class RunStore:
-    def __init__(self, path: str, read_only: bool = False):
-        """read_only: a shipped store (the gallery) — opened for reading, never created or changed."""
+    def __init__(self, path: str, read_only: bool = False, any_version: bool = False):
+        """read_only: a shipped store (the gallery) — opened for reading, never created or changed.
+        any_version: `find` and `cached` answer with what any code version recorded — for a recording that is
+        replayed as such (the gallery's sweep behind the presenter's chart), never for results served as ours."""
         self.path = os.path.abspath(os.path.expanduser(path))
-        self.read_only = read_only
+        self.read_only, self.any_version = read_only, any_version
         if read_only:
             if not os.path.isfile(self.path):
                 raise StoreError(f"run store: {self.path} does not exist")
@@ -219,8 +221,12 @@ class RunStore:
     def find(self, key: str, version: str | None = None) -> int | None:
         """The newest finished run of this scenario key recorded by this code version."""
         with _closing(self._db()) as conn:
-            row = conn.execute("SELECT id FROM runs WHERE key = ? AND code_version = ? AND status = 'finished' "
-                               "ORDER BY id DESC LIMIT 1", (key, version or code_version())).fetchone()
+            if self.any_version:
+                row = conn.execute("SELECT id FROM runs WHERE key = ? AND status = 'finished' ORDER BY id DESC "
+                                   "LIMIT 1", (key,)).fetchone()
+            else:
+                row = conn.execute("SELECT id FROM runs WHERE key = ? AND code_version = ? AND status = 'finished' "
+                                   "ORDER BY id DESC LIMIT 1", (key, version or code_version())).fetchone()
         return None if row is None else int(row[0])
 
     def record(self, key: str, source: str, scenario: dict, started: Started, finished: Finished,
@@ -309,8 +315,12 @@ class RunStore:
 
     def cached(self, kind: str, key: str):
         with _closing(self._db()) as conn:
-            row = conn.execute("SELECT value FROM cache WHERE kind = ? AND key = ? AND code_version = ?",
-                               (kind, key, code_version())).fetchone()
+            if self.any_version:
+                row = conn.execute("SELECT value FROM cache WHERE kind = ? AND key = ? ORDER BY created DESC LIMIT 1",
+                                   (kind, key)).fetchone()
+            else:
+                row = conn.execute("SELECT value FROM cache WHERE kind = ? AND key = ? AND code_version = ?",
+                                   (kind, key, code_version())).fetchone()
         return None if row is None else json.loads(row[0])
 
     def keep(self, kind: str, key: str, value) -> None:

@@ -15,7 +15,7 @@ from .. import catalog
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from .pictures import IMAGE_CSS, png_once, zoom
 from ..errors import LeakdemoError
-from ..gallery import open_gallery
+from ..gallery import open_gallery, showcase_rows
 from ..store import StoredRun, open_store
 from .shared import run_pool
 
@@ -55,7 +55,7 @@ def _choices(sources: dict) -> dict[str, str]:
     """'g3' / 'r12' -> a label people read."""
     out = {}
     if "g" in sources:
-        for r in sorted(sources["g"].runs(limit=100), key=lambda r: r["id"]):
+        for r in showcase_rows(sources["g"]):
             out[f"g{r['id']}"] = f"Showcase · {r['preset']}: {r['attack']}, {r['defense']}"
     if "r" in sources:
         for r in sources["r"].runs(limit=200):

@@ -119,10 +119,9 @@ def param_widget(p, where=st) -> None:
 
 def _showcase_picker() -> None:
     """The recorded showcases, replayed at once on the Compare page (nothing is computed)."""
-    from ..gallery import SHOWCASES
-    from ..gallery import open_gallery
+    from ..gallery import SHOWCASES, open_gallery, showcase_rows
     try:
-        rows = sorted(open_gallery().runs(limit=100), key=lambda r: r["id"])
+        rows = showcase_rows(open_gallery())
     except LeakdemoError as e:
         st.caption(f"Unavailable: {e}")
         return

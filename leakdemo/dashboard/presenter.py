@@ -13,7 +13,7 @@ import streamlit as st
 
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
-from ..gallery import SHOWCASES, open_gallery
+from ..gallery import SHOWCASES, open_gallery, showcase_rows
 from .shared import run_pool
 from .compare import frame_at
 
@@ -127,7 +127,7 @@ def main() -> None:
     run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     try:
         gallery = open_gallery()
-        rows = sorted(gallery.runs(limit=100), key=lambda r: r["id"])
+        rows = showcase_rows(gallery)
     except LeakdemoError as e:
         st.warning(f"The recorded showcases are unavailable: {e}")
         gallery, rows = None, []
@@ -301,35 +301,54 @@ def live_body(preset: str, pace) -> None:
 # ---------------------------------------------------------------- a trade-off chart
 
 
+def _gallery():
+    try:
+        return open_gallery()
+    except LeakdemoError:
+        return None
+
+
 def sweep_scene(name: str, choices: dict) -> None:
-    """A built-in sweep's chart, drawn from the run store (run it once on the Trade-offs page)."""
-    from ..scenario import load
-    from ..store import open_store
-    from ..sweep import Sweep, SweepFinished, _from_store, parse_axis
+    """A built-in sweep's chart, drawn from this machine's run store when it holds every run, else from the
+    gallery's recording (sweep-dp-dlg ships there); otherwise it says what to run."""
     from ..sweeps import sweeps
     from .tradeoffs import strength_figure
     spec = sweeps()[name]
-    _head("What a defense costs: privacy against utility", spec.title, choices)
     memo = st.session_state.setdefault("p_sweep_rows", {})
+    if name not in memo:
+        memo[name] = _sweep_rows(spec)
+    rows, axes, recorded, problem = memo[name]
+    _head("What a defense costs: privacy against utility",
+          spec.title + (" · recorded with the gallery" if recorded else ""), choices)
+    if problem:
+        st.info(problem)
+        memo.pop(name)  # asked again next time: the sweep may have been run meanwhile
+        return
+    fig = strength_figure(rows, [a.name for a in axes], axes[0].log)
+    fig.update_layout(height=500, font=dict(size=18), title=None)
+    st.plotly_chart(fig, config={"displayModeBar": False})
+
+
+def _sweep_rows(spec) -> tuple:
+    """(rows, axes, recorded, problem): this machine's own runs of the sweep first (this code, this
+    machine), else the gallery's recording; a problem says why neither can draw it."""
+    from ..scenario import load
+    from ..store import open_store
+    from ..sweep import Sweep, SweepFinished, _from_store, parse_axis
     try:
         base = load(spec.base, spec.set)
         axes = [parse_axis(v, base) for v in spec.vary]
-        if name not in memo:
-            store = open_store()
+        missing = None
+        for store in (open_store(), _gallery()):
             if store is None:
-                st.info("The run store is turned off on this server (LEAKDEMO_STORE=off), so there is no "
-                        "recorded sweep to draw.")
-                return
+                continue
             sweep = Sweep(base, axes, seeds=spec.seeds, store=store)
-            missing = sum(1 for t in sweep.tasks() if _from_store(store, t) is None)
-            if missing:
-                st.info(f"The run store lacks {missing} run(s) of this sweep: run it once on the Trade-offs page "
-                        "(a few minutes on a laptop); from then on this scene draws it at once.")
-                return
-            memo[name] = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
+            lacking = sum(1 for t in sweep.tasks() if _from_store(store, t) is None)
+            if not lacking:
+                rows = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
+                return rows, axes, store.any_version, None
+            missing = lacking if missing is None else min(missing, lacking)
     except LeakdemoError as e:
-        st.info(f"The sweep cannot be drawn here: {e}")
-        return
-    fig = strength_figure(memo[name], [a.name for a in axes], axes[0].log)
-    fig.update_layout(height=560, font=dict(size=18), title=None)
-    st.plotly_chart(fig, config={"displayModeBar": False})
+        return None, None, False, f"The sweep cannot be drawn here: {e}"
+    return None, None, False, (f"The run store lacks {missing or 'the'} run(s) of this sweep: run it once on the "
+                               "Trade-offs page (a few minutes on a laptop); from then on this scene draws it at once.")

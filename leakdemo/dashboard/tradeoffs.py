@@ -183,7 +183,7 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False)
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=_utility_range(rows, uname),
-                     tickformat=None if uname == "training_loss" else ".3g")
+                     tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
     fig.update_layout(title="Leakage and utility against the defense's strength", height=420,
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
     return fig
