@@ -121,9 +121,9 @@ def classroom_round(browser, url: str, tabs: int, timeout: float = 300, query: s
                 blank.add(i)
             if "Traceback" in body:
                 tracebacks.add(i)
-            m = re.search(r"Waiting for a free worker — (\d+) run\(s\) ahead", body)
+            m = re.search(r"Waiting for a free worker — (?:next in line|(\d+) runs? ahead)", body)
             if m:
-                positions.add(int(m.group(1)))
+                positions.add(int(m.group(1) or 0) + 1)
             if re.search(r"Finished\s+after \d+ iterations", body):
                 finished[i] = time.time() - t0
         if progress is not None:

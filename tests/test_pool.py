@@ -11,6 +11,7 @@ import pytest
 
 from leakdemo.dashboard import pool as pool_mod
 from leakdemo.dashboard.pool import RunPool
+from leakdemo.dashboard.shared import queue_line
 from leakdemo.scenario import from_preset
 
 LONG = {"image_size": 16, "iterations": 24000}
@@ -46,6 +47,34 @@ def until(cond, timeout=30, poll=()):
             h.poll()
         time.sleep(0.05)
     return cond()
+
+
+def test_a_fresh_pool_says_its_workers_are_starting_and_runs_before_warming_up():
+    p = RunPool(max_running=1)
+    try:
+        h = p.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+        assert p.ready() == 0 and p.position(h) == 1
+        assert queue_line(p, h).startswith("Starting the attack workers")
+        wait(h)
+        assert h.status == "finished"
+        assert until(lambda: p.warm() == 1)  # the worker says when no warm-up is left to do
+    finally:
+        p.close()
+
+
+def test_a_waiting_run_says_how_many_runs_are_ahead_of_it(one_worker):
+    a = one_worker.submit(from_preset("invgrad", LONG))
+    b = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+    c = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+    try:
+        assert until(lambda: a.status == "running", poll=(a, b, c))
+        assert queue_line(one_worker, b) == "Waiting for a free worker — next in line (1 run at a time on this server)."
+        assert queue_line(one_worker, c) == ("Waiting for a free worker — 1 run ahead of this one "
+                                             "(1 run at a time on this server).")
+    finally:
+        a.stop()
+        for h in (a, b, c):
+            wait(h)
 
 
 def test_second_run_waits_its_turn_then_finishes(one_worker):

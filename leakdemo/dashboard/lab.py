@@ -20,7 +20,7 @@ from ..settings import LOCAL_DATA, LPIPS_HELP
 from ..scenario import from_dict, presets
 from . import state
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
-from .shared import hardware, run_pool, tab_alive
+from .shared import hardware, queue_line, run_pool, tab_alive
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -177,8 +177,9 @@ def sidebar() -> tuple:
             param_widget(p, st)
         st.caption(f"This machine: {hardware()}")
     pool = run_pool()
-    ready = pool.ready()
-    sb.caption(f"Engine: {ready} of {pool.max_running} workers ready" if ready else
+    ready, warm = pool.ready(), pool.warm()
+    sb.caption(f"Engine: {warm} of {pool.max_running} workers ready" if warm else
+               "Engine: workers started, warming up (a run can start now)" if ready else
                "Engine: starting the workers (a few seconds)…")
     with sb.expander("Replay a scenario file"):
         st.file_uploader("scenario.json", type=["json"], key="scenario_file", on_change=_on_scenario_file,
@@ -314,15 +315,12 @@ def _chart(handle):
 
 def run_view(handle) -> None:
     """One run as it stands: progress, the images, the metrics and, once finished, the downloads."""
-    pool = run_pool()
     with handle.lock:
         status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
         notes = list(handle.notes[-3:])
         matching = handle.matching
     if status == "queued":
-        ahead = pool.position(handle)
-        st.progress(0.0, text=f"Waiting for a free worker — {ahead} run(s) ahead in the queue "
-                              f"({pool.max_running} run at a time on this server).")
+        st.progress(0.0, text=queue_line(run_pool(), handle))
     elif status == "running" and latest is None:
         st.progress(0.0, text="Setting up: the client computes its update…" + (" · stopping…" if handle.stopping else ""))
     elif latest is not None and not handle.done:
@@ -480,11 +478,14 @@ def main() -> None:
 
 
 def _pace(handle) -> float | None:
-    """How often the run panel refreshes: twice a second while the run runs, every 2 s while it queues (a full
-    classroom waiting costs the server little), never once it is complete."""
+    """How often the run panel refreshes: twice a second while the run runs or is next in line (its start
+    shows at once), every 2 s while it waits further back (a full classroom waiting costs the server little),
+    never once it is complete."""
     if handle is None or handle.complete:
         return None
-    return POLL_SECONDS if handle.status == "running" else QUEUED_POLL_SECONDS
+    if handle.status == "running" or (handle.status == "queued" and run_pool().position(handle) == 1):
+        return POLL_SECONDS
+    return QUEUED_POLL_SECONDS
 
 
 def run_panel(scenario, problem, uploads, pace: float | None) -> None:

@@ -14,7 +14,7 @@ import streamlit as st
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import SHOWCASES, open_gallery, showcase_rows
-from .shared import run_pool
+from .shared import queue_line, run_pool
 from .compare import frame_at
 
 TICK = 0.3
@@ -268,9 +268,7 @@ def live_body(preset: str, pace) -> None:
     if status == "failed":
         left.error(f"The run could not complete: {error}")
     elif started is None:
-        ahead = run_pool().position(handle) if status == "queued" else 0
-        left.info(f"Waiting for a free worker — {ahead} run(s) ahead." if status == "queued" and ahead
-                  else "Setting up: the client computes its update…")
+        left.info(queue_line(run_pool(), handle) if status == "queued" else "Setting up: the client computes its update…")
     else:
         src = fin if fin is not None else latest
         ids = (fin.metrics.get("sample_ids") if fin is not None else getattr(latest, "sample_ids", None))

@@ -19,6 +19,20 @@ def hardware() -> str:
     return known["hardware"] if known else "its workers are still starting"
 
 
+def queue_line(pool, handle) -> str:
+    """Why a queued run waits, in words: the workers still starting (a fresh server's first run), or the runs
+    ahead of it."""
+    if pool.ready() == 0:
+        return ("Starting the attack workers (each loads PyTorch once, when the server's first page opens): "
+                "this run begins as soon as one is ready.")
+    ahead = max(0, pool.position(handle) - 1)
+    n = pool.max_running
+    at_once = f"{n} run{'s' if n != 1 else ''} at a time on this server"
+    if ahead == 0:
+        return f"Waiting for a free worker — next in line ({at_once})."
+    return f"Waiting for a free worker — {ahead} run{'s' if ahead != 1 else ''} ahead of this one ({at_once})."
+
+
 def tab_alive():
     """Whether this browser tab is still connected (its websocket), for the pool to free a closed tab's
     worker at once; None where there is no server runtime (AppTest)."""
