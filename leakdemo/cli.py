@@ -267,16 +267,22 @@ def cmd_bench(args) -> int:
     names = args.presets or [p.name for p in presets().values() if p.standard]
     image_lists = [s.strip() for s in args.images.split(",")] if args.images else [None]
     rows = []
+    # every scenario resolved and checked before the first line: a bad setting (an unknown image, a device this
+    # machine lacks) stops the bench before its table starts, not after minutes of rows
+    from .data import check_source
+    from .device import device_name
+    scenarios = {(name, img): load(name, {**overrides, **({"images": img} if img else {})})
+                 for name in names for img in image_lists}
+    for sc in scenarios.values():
+        device_name(sc["device"])
+        check_source(sc)
     print(f"leakdemo bench — torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"device {overrides.get('device', 'auto')}; PSNR is standard (peak 1, images in [0, 1])")
     header = f"{'preset':<16}{'images':<22}{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>7}{'total s':>9}"
     print(header)
     for name in names:
         for img in image_lists:
-            ov = dict(overrides)
-            if img:
-                ov["images"] = img
-            sc = load(name, ov)
+            sc = scenarios[name, img]
             r = bench_one(sc)
             r.update(preset=name, images=sc["images"] or "(seeded)")
             rows.append(r)

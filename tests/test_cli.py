@@ -49,6 +49,10 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("run", "/tmp/definitely-missing.json"), "error: scenario: cannot read"),
     (("run", "dlg", "--device", "cuda"), "error: device: cuda is not available"),
     (("frobnicate",), "error: argument cmd: invalid choice"),
+    # bench checks every scenario before its table starts: no header, no rows, then an error minutes later
+    (("bench", "dlg", "--images", "coffee,nope"), "error: images: unknown samples item 'nope'"),
+    (("bench", "dlg", "--set", "batch_size=40"), "error: batch_size: must be at most 23 for data=samples"),
+    (("bench", "--device", "cuda"), "error: device: cuda is not available"),
 ])
 def test_bad_input_is_one_line_exit_2(args, starts):
     r = cli(*args)
@@ -57,3 +61,4 @@ def test_bad_input_is_one_line_exit_2(args, starts):
     assert r.returncode == 2
     assert r.stderr.startswith(starts), r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert r.stdout == ""  # nothing started
