@@ -52,6 +52,30 @@ def showcase_rows(gallery) -> list[dict]:
     return sorted((r for r in gallery.runs(limit=1000) if r["source"] == "gallery"), key=lambda r: r["id"])
 
 
+def recorded_sweep(base, axes, seeds: int, own):
+    """A sweep whose every run is already recorded: (sweep, from_gallery, lacking). The sweep reads the first
+    of this machine's run store (`own`, may be None) and the gallery that holds all its runs, so its events
+    compute nothing; from_gallery says it is the gallery's recording (another machine, maybe another code
+    version). When neither holds them all: (None, False, the fewest runs either lacks)."""
+    from .sweep import Sweep, lacking_runs
+    fewest = None
+    for store in (own, _gallery_or_none()):
+        if store is None:
+            continue
+        n = lacking_runs(Sweep(base, axes, seeds=seeds, store=store))
+        if n == 0:  # a fresh Sweep: listing the tasks notes refused points on the one that listed them
+            return Sweep(base, axes, seeds=seeds, store=store), store.any_version, 0
+        fewest = n if fewest is None else min(fewest, n)
+    return None, False, fewest
+
+
+def _gallery_or_none():
+    try:
+        return open_gallery()
+    except LeakdemoError:
+        return None
+
+
 def record(path: str = GALLERY, progress=print) -> str:
     """Run every showcase and every sweep of GALLERY_SWEEPS afresh into a new store, compacted into `path`
     (replacing it only at the end)."""

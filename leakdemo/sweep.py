@@ -354,6 +354,14 @@ def _scored(task: Task, finished, started, run_id) -> dict:
     return run
 
 
+def lacking_runs(sweep: Sweep) -> int:
+    """How many of the sweep's runs its store does not hold (all of them without a store)."""
+    tasks = sweep.tasks()
+    if sweep.store is None:
+        return len(tasks)
+    return sum(1 for t in tasks if _from_store(sweep.store, t) is None)
+
+
 def _from_store(store, task: Task) -> dict | None:
     from .device import device_name
     from .store import scenario_key

@@ -130,8 +130,8 @@ def test_presenter_steps_through_the_showcases():
 
 
 def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeypatch):
-    from leakdemo.dashboard import presenter
-    monkeypatch.setattr(presenter, "_gallery", lambda: None)  # a gallery without the sweep: say how to fill it
+    from leakdemo import gallery
+    monkeypatch.setattr(gallery, "_gallery_or_none", lambda: None)  # a gallery without the sweep: say how to fill it
     at = AppTest.from_file(PRESENT, default_timeout=120)
     at.query_params["scenes"] = "sweep:sweep-dp-dlg,g3,live:nonsense,g99"
     at.run()

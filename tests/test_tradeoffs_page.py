@@ -121,3 +121,18 @@ def test_failed_points_say_why():
     many = [dict(rows[1], label=f"p{i}") for i in range(7)]
     assert failure_lines(many).count("  \n") == 5 and failure_lines(many).endswith("2 more point(s): see the table")
     assert failure_lines(rows[:1]) is None
+
+
+def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch):
+    """The default sweep's 51 runs ship with the gallery: its chart is there before Run sweep, and says so."""
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))  # nothing computed on this machine
+    at = page()
+    assert not at.exception and not at.error
+    assert "Recorded with the gallery" in " ".join(i.value for i in at.info)
+    assert len(at.get("plotly_chart")) == 2  # privacy/utility by strength, and the trade-off
+    assert any("Recorded: 51 runs, 17 points, from the gallery" in str(p.proto) for p in at.get("progress"))
+    assert not at.button[0].disabled and at.button[1].disabled  # Run sweep recomputes here; nothing to stop
+    # a sweep the gallery does not hold waits for Run sweep
+    at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
+    assert not at.exception and not at.get("plotly_chart")
+    assert any("Press **Run sweep**" in i.value for i in at.info)

@@ -299,13 +299,6 @@ def live_body(preset: str, pace) -> None:
 # ---------------------------------------------------------------- a trade-off chart
 
 
-def _gallery():
-    try:
-        return open_gallery()
-    except LeakdemoError:
-        return None
-
-
 def sweep_scene(name: str, choices: dict) -> None:
     """A built-in sweep's chart, drawn from this machine's run store when it holds every run, else from the
     gallery's recording (sweep-dp-dlg ships there); otherwise it says what to run."""
@@ -327,25 +320,28 @@ def sweep_scene(name: str, choices: dict) -> None:
     st.plotly_chart(fig, config={"displayModeBar": False})
 
 
+def _own_store():
+    """This machine's run store, or None where it cannot be opened (the gallery may still draw the chart)."""
+    from ..store import open_store
+    try:
+        return open_store()
+    except LeakdemoError:
+        return None
+
+
 def _sweep_rows(spec) -> tuple:
     """(rows, axes, recorded, problem): this machine's own runs of the sweep first (this code, this
     machine), else the gallery's recording; a problem says why neither can draw it."""
+    from ..gallery import recorded_sweep
     from ..scenario import load
-    from ..store import open_store
-    from ..sweep import Sweep, SweepFinished, _from_store, parse_axis
+    from ..sweep import SweepFinished, parse_axis
     try:
         base = load(spec.base, spec.set)
         axes = [parse_axis(v, base) for v in spec.vary]
-        missing = None
-        for store in (open_store(), _gallery()):
-            if store is None:
-                continue
-            sweep = Sweep(base, axes, seeds=spec.seeds, store=store)
-            lacking = sum(1 for t in sweep.tasks() if _from_store(store, t) is None)
-            if not lacking:
-                rows = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
-                return rows, axes, store.any_version, None
-            missing = lacking if missing is None else min(missing, lacking)
+        sweep, recorded, missing = recorded_sweep(base, axes, spec.seeds, _own_store())
+        if sweep is not None:
+            rows = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
+            return rows, axes, recorded, None
     except LeakdemoError as e:
         return None, None, False, f"The sweep cannot be drawn here: {e}"
     return None, None, False, (f"The run store lacks {missing or 'the'} run(s) of this sweep: run it once on the "

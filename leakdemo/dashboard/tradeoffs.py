@@ -297,11 +297,42 @@ def _start(spec: dict) -> None:
         st.session_state["t_error"] = str(e)
         return
     sweep.runner = pool_runner(run_pool(), tab_alive(), in_flight=run_pool().max_running)
-    job = SweepJob(sweep)
+    _show(SweepJob(sweep), title)
+
+
+def _show(job: SweepJob, title: str) -> SweepJob:
     st.session_state["t_job"] = job
     st.session_state["t_title"] = title
-    st.session_state["t_axes"] = ([a.name for a in sweep.axes], sweep.axes[0].log)
+    st.session_state["t_axes"] = ([a.name for a in job.sweep.axes], job.sweep.axes[0].log)
     job.thread.join(timeout=WAIT_FOR_STORE)  # a sweep the store holds whole is drawn at once, without polling
+    return job
+
+
+def _recorded(spec: dict, job: SweepJob | None) -> SweepJob | None:
+    """The job the panel draws. A built-in sweep already recorded — by this machine's run store or by the
+    gallery, which ships sweep-dp-dlg — is drawn as the page opens, before Run sweep: a fresh install shows
+    its chart at once. A sweep the user started stays on the page until another is started."""
+    name = spec["sweep"]
+    if job is not None and getattr(job, "recorded_for", None) in (None, name):
+        return job
+    unrecorded = st.session_state.setdefault("t_unrecorded", set())  # looked for once per session and sweep
+    if name == CUSTOM or name in unrecorded:
+        st.session_state.pop("t_job", None)
+        return None
+    from ..gallery import recorded_sweep
+    s = sweeps()[name]
+    try:
+        base = load(s.base, s.set)
+        sweep, from_gallery, _ = recorded_sweep(base, [parse_axis(v, base) for v in s.vary], s.seeds, _store())
+    except LeakdemoError:
+        sweep = None  # the page's own check of the spec says what is wrong
+    if sweep is None:
+        unrecorded.add(name)
+        st.session_state.pop("t_job", None)
+        return None
+    job = SweepJob(sweep)
+    job.recorded_for, job.from_gallery = name, from_gallery
+    return _show(job, s.title)
 
 
 def _stop() -> None:
@@ -336,7 +367,7 @@ def main() -> None:
         problem, summary = str(e), None
     if st.session_state.get("t_store_problem"):
         st.warning(f"{st.session_state['t_store_problem']}. Sweeping without the store.")
-    job = st.session_state.get("t_job")
+    job = _recorded(spec, st.session_state.get("t_job")) if problem is None else st.session_state.get("t_job")
     c1, c2, c3 = st.columns([1, 1, 4])
     c1.button("Run sweep", type="primary", disabled=problem is not None, on_click=_start, args=(spec,),
               icon=":material/play_arrow:", width="stretch")
@@ -362,10 +393,18 @@ def sweep_panel(pace) -> None:
     eta = "" if job.eta is None or job.done else f", about {math.ceil(job.eta)} s left"
     status = {"starting": "Starting…", "running": "Running", "finished": "Finished", "stopped": "Stopped",
               "failed": "Failed"}[job.status]
-    st.progress(min(1.0, job.done_runs / total),
-                text=f"{status}: {job.done_runs}/{job.total_runs} runs ({job.cached} from the run store), "
-                     f"{len(rows)} point(s) done in {job.seconds:.0f} s{eta}"
-                     + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else ""))
+    if getattr(job, "recorded_for", None) and job.done:
+        st.progress(1.0, text=f"Recorded: {job.done_runs} runs, {len(rows)} points, "
+                              + ("from the gallery" if job.from_gallery else "from this machine's run store"))
+    else:
+        st.progress(min(1.0, job.done_runs / total),
+                    text=f"{status}: {job.done_runs}/{job.total_runs} runs ({job.cached} from the run store), "
+                         f"{len(rows)} point(s) done in {job.seconds:.0f} s{eta}"
+                         + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else ""))
+    if getattr(job, "from_gallery", False):
+        st.info("Recorded with the gallery that ships with leakdemo (on another machine, possibly an earlier code "
+                "version). Press **Run sweep** to compute it on this machine: a few minutes on a laptop.",
+                icon=":material/history:")
     if job.error:
         st.error(job.error)
     failures = failure_lines(rows)
