@@ -1,5 +1,6 @@
 """The Trade-offs page without a browser (AppTest): widgets, validation and the shareable URL."""
 import os
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -136,3 +137,18 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
     assert not at.exception and not at.get("plotly_chart")
     assert any("Press **Run sweep**" in i.value for i in at.info)
+
+
+def test_a_sweep_shown_under_another_choice_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))
+    at = page(sweep="custom", preset="dlg", defense="prune", vary="prune_ratio=0.5,0.9", image_size="16",
+              iterations="3")
+    at.button[0].click().run()  # Run sweep: three points of three DLG iterations
+    deadline = time.time() + 240
+    while time.time() < deadline and not any("Finished" in str(p.proto) for p in at.get("progress")):
+        time.sleep(1)
+        at.run()
+    assert at.get("plotly_chart") and not at.exception
+    assert not any("Showing the sweep last run" in c.value for c in at.caption)
+    at.text_input(key="t_vary").set_value("prune_ratio=0..0.5:2").run()  # another sweep described, not run
+    assert any("Showing the sweep last run" in c.value for c in at.caption)

@@ -297,10 +297,11 @@ def _start(spec: dict) -> None:
         st.session_state["t_error"] = str(e)
         return
     sweep.runner = pool_runner(run_pool(), tab_alive(), in_flight=run_pool().max_running)
-    _show(SweepJob(sweep), title)
+    _show(SweepJob(sweep), title, spec)
 
 
-def _show(job: SweepJob, title: str) -> SweepJob:
+def _show(job: SweepJob, title: str, spec: dict) -> SweepJob:
+    job.spec = spec  # what the sidebar described when it started: the panel says when that has changed since
     st.session_state["t_job"] = job
     st.session_state["t_title"] = title
     st.session_state["t_axes"] = ([a.name for a in job.sweep.axes], job.sweep.axes[0].log)
@@ -332,7 +333,7 @@ def _recorded(spec: dict, job: SweepJob | None) -> SweepJob | None:
         return None
     job = SweepJob(sweep)
     job.recorded_for, job.from_gallery = name, from_gallery
-    return _show(job, s.title)
+    return _show(job, s.title, spec)
 
 
 def _stop() -> None:
@@ -353,6 +354,7 @@ def main() -> None:
     for msg in st.session_state.pop("t_problems", []):
         st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon=":material/link_off:")
     spec = _controls()
+    st.session_state["t_spec_now"] = spec
     query = {k: str(v) for k, v in spec.items()}
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
@@ -389,6 +391,9 @@ def sweep_panel(pace) -> None:
         st.info("Press **Run sweep**. Points appear as they finish; runs already in the run store come back at once.")
         return
     rows = job.snapshot()
+    if getattr(job, "spec", None) != st.session_state.get("t_spec_now"):
+        st.caption(f"Showing the sweep last run, **{st.session_state.get('t_title')}** — the sidebar now describes "
+                   "another: press **Run sweep** to run that one.")
     total = max(job.total_runs, 1)
     eta = "" if job.eta is None or job.done else f", about {math.ceil(job.eta)} s left"
     status = {"starting": "Starting…", "running": "Running", "finished": "Finished", "stopped": "Stopped",
