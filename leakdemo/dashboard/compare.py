@@ -86,7 +86,7 @@ def _init_from_query(choices: dict) -> None:
     if not known:  # a first visit: the two showcases that contrast a defense with none, if shipped
         known = [k for k in choices if k.startswith("g")][:2]
     st.session_state["c_runs"] = known
-    st.session_state["c_pos"] = 0.0
+    st.session_state["c_pos"] = 1.0  # the page opens on what each run rebuilt; Play replays from the first frame
     st.session_state["c_playing"] = False
 
 
@@ -139,7 +139,7 @@ def _start_defenses(sources: dict) -> None:
         pending.append((d, run_pool().submit_task(task, alive=tab_alive())))
     _set_runs(refs)
     st.session_state["c_pending"] = pending
-    st.session_state["c_pos"], st.session_state["c_playing"] = 0.0, False
+    st.session_state["c_pos"], st.session_state["c_playing"] = 1.0, False
 
 
 def _set_runs(refs: list[str]) -> None:
