@@ -109,6 +109,8 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
             continue
         if "defense" in switched and owned_by and owned_by <= set(catalog.DEFENSES):
             continue
+        if name == "images" and "data" in overrides and base.get("data", "samples") != overrides["data"]:
+            continue  # the preset's items name another source's (coffee is no digit), as the Lab's sidebar does
         kept_base[name] = value
     for name in overrides:
         if name not in specs:

@@ -56,6 +56,13 @@ def test_switching_attack_drops_the_old_attacks_values():
     assert any("stalls on the sigmoid LeNet" in w for w in s.warnings)
 
 
+def test_switching_the_data_source_drops_the_presets_images():
+    assert from_preset("dlg")["images"] == "coffee"
+    assert from_preset("dlg", {"data": "digits"})["images"] == ""  # coffee is no digit: the seed picks one
+    assert from_preset("dlg", {"data": "samples"})["images"] == "coffee"  # the same source keeps them
+    assert from_preset("dlg", {"data": "digits", "images": "3"})["images"] == "3"
+
+
 def test_defense_parameters_follow_the_defense():
     s = from_preset("dlg", {"defense": "dp-gaussian", "dp_sigma": "0.1"})
     assert s["dp_sigma"] == 0.1 and s["dp_clip"] == 0.0
