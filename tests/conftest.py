@@ -29,6 +29,15 @@ def pytest_report_header(config):
 os.environ["LEAKDEMO_STORE"] = "off"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_workers_left_behind():
+    """A page under AppTest starts the server's worker pool; close it after the module so its workers do not
+    compete with later tests (the next page that asks gets a new pool)."""
+    yield
+    if "leakdemo.dashboard.pool" in sys.modules:
+        sys.modules["leakdemo.dashboard.pool"].close_all()
+
+
 @pytest.fixture
 def tiny():
     """Parameters for fast attack tests: 16×16 images, the DLG LeNet."""

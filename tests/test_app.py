@@ -3,15 +3,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from leakdemo.dashboard import pool, state
+from leakdemo.dashboard import state
 from leakdemo.scenario import from_preset
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_workers_left_behind():
-    """The page starts the server's warm worker pool; close it so it does not compete with later tests."""
-    yield
-    pool.close_all()
 
 
 def lab(**query) -> AppTest:

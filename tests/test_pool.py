@@ -202,6 +202,23 @@ def test_a_closing_server_starts_no_workers():
     assert all(not w.process.is_alive() for w in q._workers)
 
 
+def test_the_server_never_hands_out_a_closed_pool():
+    """Pages get the pool from st.cache_resource: once it is closed (tests, an embedding app), the next page
+    must get a pool that runs, not one whose queue nobody serves."""
+    from leakdemo.dashboard.shared import run_pool
+    first = run_pool()
+    assert run_pool() is first
+    first.close()
+    second = run_pool()
+    try:
+        assert second is not first and not second.closing
+        h = second.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+        wait(h)
+        assert h.status == "finished"
+    finally:
+        second.close()
+
+
 def test_runs_split_the_cores_between_them(monkeypatch):
     """Two runs at once on 8 cores: 3 threads each (one core stays with the web server); one alone: 7."""
     p = RunPool.__new__(RunPool)
