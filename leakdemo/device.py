@@ -2,13 +2,16 @@
 
 The machine's facts (is there CUDA, what to call the hardware) come from torch. The web server never
 imports torch (about 500 MB): its worker processes do, and report the facts when they are ready
-(`expect_report` / `learn`). Everything else (CLI, workers, tests) asks torch directly.
+(`expect_report` / `learn`) — unless the operating system settles them first: a Linux machine without a GPU
+driver's device files has no CUDA for torch to find, so a fresh server's first page need not wait seconds
+for its workers to say "CPU only". Everything else (CLI, workers, tests) asks torch directly.
 """
 from __future__ import annotations
 
 import os
 import sys
 import threading
+from pathlib import Path
 
 from .errors import ParamError
 
@@ -17,6 +20,9 @@ REPORT_TIMEOUT = 180.0  # seconds to wait for the workers' report before asking 
 _learned: dict | None = None
 _reported = threading.Event()
 _expecting = False
+# What torch's CUDA needs on Linux before it can see a GPU: NVIDIA's driver nodes, ROCm's (torch.cuda there
+# too), or WSL2's GPU bridge. None of them present: torch.cuda.is_available() is False.
+GPU_DRIVER_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
 
 
 def expect_report() -> None:
@@ -40,11 +46,24 @@ def measure() -> dict:
     return {"cuda": cuda, "hardware": hardware}
 
 
+def settled_without_torch() -> dict | None:
+    """measure()'s answer where the OS alone gives it (no GPU driver on Linux, or macOS, whose torch has no
+    CUDA); None where only torch can tell."""
+    if sys.platform == "darwin" or (sys.platform.startswith("linux")
+                                    and not any(Path(f).exists() for f in GPU_DRIVER_FILES)):
+        return {"cuda": False, "hardware": f"CPU only ({os.cpu_count() or 1} cores)"}
+    return None
+
+
 def facts(wait: bool = True) -> dict | None:
     """The machine's facts; None when they are still awaited from the workers and `wait` is False."""
     if _learned is not None:
         return _learned
     if _expecting and "torch" not in sys.modules:
+        known = settled_without_torch()
+        if known is not None:
+            learn(known)
+            return _learned
         if not wait:
             return None
         if _reported.wait(REPORT_TIMEOUT):

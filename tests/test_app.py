@@ -1,4 +1,6 @@
 """The Attack Lab through streamlit.testing.v1.AppTest: widgets, validation, query-string loading."""
+import threading
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -222,3 +224,26 @@ def test_logit_sharing_offers_pli_and_checks_its_data_in_the_sidebar():
     widget(at, "Prior").set_value("auto").run()
     widget(at, "Defense").set_value("top-k").run()
     assert widget(at, "k").value == 1 and not at.error
+
+
+def test_the_page_draws_before_the_gallery_thumbnails_and_shows_them_when_ready(monkeypatch):
+    """Encoding the built-in photos' thumbnails takes seconds on a fresh server: the page must not wait."""
+    from leakdemo.dashboard import lab as lab_page
+    gate = threading.Event()
+    encode = lab_page.Gallery._encode
+    monkeypatch.setattr(lab_page.Gallery, "_encode", lambda self, pool: (gate.wait(60), encode(self, pool)))
+    lab_page._gallery.clear()  # a fresh server
+    try:
+        at = lab(preset="dlg")
+        assert not at.button[0].disabled  # Run attack is there, the thumbnails are not
+        assert any("Preparing the thumbnails" in c.value for c in at.sidebar.caption)
+        assert not at.sidebar.get("image")
+        gate.set()
+        assert lab_page._gallery().ready.wait(60)
+        at.run()
+        shown = at.sidebar.get("image")
+        assert len(shown) == 2  # the gallery in its expander, and the chosen photo under the list
+        assert not any("Preparing the thumbnails" in c.value for c in at.sidebar.caption)
+    finally:
+        gate.set()
+        lab_page._gallery.clear()

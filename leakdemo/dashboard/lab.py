@@ -5,6 +5,7 @@ Layout and widgets only: the scenario logic is in state.py and the engine, runs 
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import numpy as np
@@ -41,12 +42,45 @@ h1 {{font-size: 2.3rem !important;}}
 """
 
 
-@st.cache_resource
+@st.cache_resource(show_spinner=False)
 def warm_up() -> bool:
     """Pay the one-time costs before anyone clicks Run: start the warmed-up workers, encode the gallery."""
     run_pool()
-    _thumbnails()
+    _gallery()
     return True
+
+
+class Gallery:
+    """PNG thumbnails of the built-in photos, encoded once per server in the background. Encoding them
+    costs ~4 s on a cold 2-core machine (scikit-image's import, then anti-aliased downscaling of every
+    photo): a fresh server's first page draws at once and shows the thumbnails when they are ready. They
+    wait for the workers to load the engine first (a few seconds): a run clicked at once starts sooner."""
+
+    WAIT_FOR_WORKERS = 15.0  # seconds at most
+
+    def __init__(self, pool):
+        self.pngs: dict[str, bytes] | None = None
+        self.error: str | None = None
+        self.ready = threading.Event()
+        threading.Thread(target=self._encode, args=(pool,), daemon=True, name="leakdemo-thumbnails").start()
+
+    def _encode(self, pool) -> None:
+        from ..artifacts import png_bytes
+        deadline = time.time() + self.WAIT_FOR_WORKERS
+        while pool.ready() < pool.max_running and time.time() < deadline:
+            time.sleep(0.1)
+        try:
+            self.pngs = {n: png_bytes((upscale(sample_image(n, 32).transpose(1, 2, 0), 64) * 255).astype(np.uint8))
+                         for n in available_samples()}
+        except Exception as e:  # noqa: BLE001 — the gallery is a convenience: say why it is missing, go on
+            self.error = f"{e.__class__.__name__}: {e}"
+        finally:
+            self.ready.set()
+
+
+@st.cache_resource(show_spinner=False)
+def _gallery() -> Gallery:
+    return Gallery(run_pool())
 
 
 # ---------------------------------------------------------------- scenario state
@@ -213,24 +247,20 @@ def sidebar() -> tuple:
     return s2, None, uploads
 
 
-@st.cache_data
-def _thumbnails() -> list[bytes]:
-    """PNG thumbnails of the built-in photos, encoded once per server rather than on every rerun."""
-    from ..artifacts import png_bytes
-    return [png_bytes((upscale(sample_image(n, 32).transpose(1, 2, 0), 64) * 255).astype(np.uint8))
-            for n in available_samples()]
-
-
 def _data_widgets(where, source: str):
     """The gallery of built-in photos, or indices for other sources; plus the upload box."""
     if source == "samples":
         where.multiselect("Images (the batch starts with these)", available_samples(), key="w_gallery",
                           help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
+        thumbs = _gallery().pngs
         with where.expander("Browse the built-in photos"):
-            st.image(_thumbnails(), caption=available_samples(), width=64)
-        chosen = st.session_state.get("w_gallery", [])[:8]
+            if thumbs:
+                st.image(list(thumbs.values()), caption=list(thumbs), width=64)
+            else:
+                st.caption(f"The thumbnails could not be made ({_gallery().error})." if _gallery().error
+                           else "Preparing the thumbnails (once per server start)…")
+        chosen = [n for n in st.session_state.get("w_gallery", [])[:8] if thumbs and n in thumbs]
         if chosen:
-            thumbs = dict(zip(available_samples(), _thumbnails()))
             where.image([thumbs[n] for n in chosen], caption=chosen, width=64)
     elif source == "folder":
         param_widget(catalog.PROTOCOLS["fedsgd"].param("folder"), where)
@@ -480,9 +510,10 @@ def main() -> None:
 def _pace(handle) -> float | None:
     """How often the run panel refreshes: twice a second while the run runs or is next in line (its start
     shows at once), every 2 s while it waits further back (a full classroom waiting costs the server little),
-    never once it is complete."""
+    never once it is complete — but for a fresh server's first seconds, until the gallery's thumbnails are
+    ready to draw."""
     if handle is None or handle.complete:
-        return None
+        return None if _gallery().ready.is_set() else POLL_SECONDS
     if handle.status == "running" or (handle.status == "queued" and run_pool().position(handle) == 1):
         return POLL_SECONDS
     return QUEUED_POLL_SECONDS
@@ -492,7 +523,7 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
     """Run / Stop and the run itself: one fragment, the page's one refresh mechanism.
 
     The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
-    that state changes pace (queued → running → complete), the fragment asks for one full rerun, which
+    that state changes pace (queued → running → complete; a fresh server's thumbnails ready), the fragment asks for one full rerun, which
     sets the new pace — the browser drops every fragment timer when a full run starts, so no timer
     outlives the tree it draws into, and a complete run's page stops refreshing. There is one fragment
     and one timer: nothing else races it (two fragments and a rerun from one of them blanked a busy
@@ -517,8 +548,8 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
     if handle is None:
         if problem is None:  # while a setting is refused, the message beside the greyed button says what to do
             st.info("Press **Run attack** to start. The reconstruction streams in here as the attack works.")
-        return
-    run_view(handle.poll())
-    chart_panel(handle)
+    else:
+        run_view(handle.poll())
+        chart_panel(handle)
     if _pace(handle) != pace:
         st.rerun()  # one full rerun sets the new pace (and stops the timer once the run is complete)
