@@ -151,6 +151,21 @@ def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeyp
     assert at.title[0].value.startswith("DLG rebuilds a photo") and not at.exception
 
 
+def test_a_replayed_scene_shows_the_figures_of_the_frame_shown():
+    """A recorded run replays from its first frame: PSNR, SSIM and time are those of the frame on the screen
+    (as the live run showed them), not the final figures beside a noise picture; the end shows the final ones."""
+    at = AppTest.from_file(PRESENT, default_timeout=120)
+    at.run()  # scene 1: DLG on a photo, replaying
+    figures = {m.label: m.value for m in at.metric}
+    assert set(figures) == {"PSNR", "SSIM", "Time"}, figures
+    assert float(figures["PSNR"].split()[0]) < 20 and float(figures["SSIM"]) < 0.5  # the starting noise
+    at.session_state["p_pos"] = 1.0
+    at.run()
+    figures = {m.label: m.value for m in at.metric}
+    assert set(figures) == {"PSNR", "SSIM", "Run time"}
+    assert float(figures["PSNR"].split()[0]) > 30 and float(figures["SSIM"]) > 0.9
+
+
 def test_a_bad_scene_number_starts_at_the_first():
     at = AppTest.from_file(PRESENT, default_timeout=120)
     at.query_params["scene"] = "many"

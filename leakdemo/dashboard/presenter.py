@@ -195,22 +195,28 @@ def showcase_body(path: str, run_id: int, pace) -> None:
         right.metric("Attack accuracy", f"{m['attack_accuracy']:.0%}" if final else "…")
         if m.get("baseline_attack_accuracy") is not None:
             right.metric("TBI baseline", f"{m['baseline_attack_accuracy']:.0%}" if final else "…")
+    else:  # the figures of the frame shown, as the live run showed them; the final ones at the end
+        psnr, ssim = (m["psnr"], m["ssim"]) if final else (_history_at(run, it, "psnr"), _history_at(run, it, "ssim"))
+        right.metric("PSNR", "…" if psnr is None else f"{psnr:.1f} dB")
+        right.metric("SSIM", "…" if ssim is None else f"{ssim:.2f}")
+    if final:
+        right.metric("Run time", f"{run.finished.seconds:.0f} s")
     else:
-        right.metric("PSNR", f"{_psnr_at(run, pos):.1f} dB")
-        right.metric("SSIM", f"{m['ssim']:.2f}" if final else "…")
-    right.metric("Run time", f"{run.finished.seconds:.0f} s")
+        seconds = _history_at(run, it, "seconds")
+        right.metric("Time", "…" if seconds is None else f"{seconds:.0f} s")
     if (TICK if st.session_state["p_pos"] < 1.0 else None) != pace:
         st.rerun()
 
 
-def _psnr_at(run, pos: float) -> float:
+def _history_at(run, iteration: int, key: str) -> float | None:
+    """A figure of the recorded run's curves at the replayed frame's iteration (the last value recorded at
+    or before it); None before its first value."""
     h = run.finished.history
-    if pos >= 1.0 or not h.get("psnr"):
-        return run.finished.metrics["psnr"]
-    target = pos * max(run.finished.iterations, 1)
-    value = h["psnr"][0]
-    for it, v in zip(h["iteration"], h["psnr"]):
-        if it <= target and v is not None:
+    value = None
+    for it, v in zip(h.get("iteration", []), h.get(key, [])):
+        if it > iteration:
+            break
+        if v is not None:
             value = v
     return value
 

@@ -6,7 +6,7 @@ import streamlit as st
 from .pool import RunPool
 
 
-@st.cache_resource(validate=lambda pool: not pool.closing)
+@st.cache_resource(validate=lambda pool: not pool.closing, show_spinner=False)
 def run_pool() -> RunPool:
     """One pool for the whole server: every browser session, on every page, shares its bounded workers.
     A pool that was closed (its workers gone) is never handed out again: the next page starts a new one."""
