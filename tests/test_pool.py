@@ -202,6 +202,17 @@ def test_a_closing_server_starts_no_workers():
     assert all(not w.process.is_alive() for w in q._workers)
 
 
+def test_runs_of_a_closed_pool_end_saying_so_instead_of_waiting_forever():
+    p = warm(RunPool(max_running=1))
+    running = p.submit(from_preset("invgrad", LONG))
+    assert until(lambda: running.status == "running", poll=(running,))
+    queued = p.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+    p.close()
+    late = p.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+    for h in (running, queued, late):
+        assert h.status == "failed" and h.error == pool_mod.SHUT_DOWN
+
+
 def test_the_server_never_hands_out_a_closed_pool():
     """Pages get the pool from st.cache_resource: once it is closed (tests, an embedding app), the next page
     must get a pool that runs, not one whose queue nobody serves."""

@@ -40,6 +40,7 @@ RUN_CORES = max(1, CORES - 1)
 THREADS_CAP = int(os.environ.get("LEAKDEMO_MAX_THREADS", "0")) or RUN_CORES  # torch threads one run may use
 # A worker that dies of these went down with the server (the whole process group was told to stop):
 # it is not replaced. Any other death (the OS's OOM killer sends SIGKILL) is.
+SHUT_DOWN = "the attack workers were shut down before this run ended; please run it again"
 SHUTDOWN_SIGNALS = {-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP}
 
 CHECKS = ("step1_error", "step2_error",  # CAFE's Step I/II errors (Progress.checks), None elsewhere
@@ -297,7 +298,7 @@ class RunPool:
         with self._lock:
             self._next_seq += 1
             handle = RunHandle(scenario, uploads, alive, seq=self._next_seq, _pool=self)
-            self._waiting.append(handle)
+            self._queue(handle)
         return handle
 
     def submit_task(self, task, alive: Callable[[], bool] | None = None) -> RunHandle:
@@ -306,8 +307,14 @@ class RunPool:
             self._next_seq += 1
             handle = RunHandle(Scenario(task.params, task.preset), None, alive, seq=self._next_seq, task=task,
                                _pool=self)
-            self._waiting.append(handle)
+            self._queue(handle)
         return handle
+
+    def _queue(self, handle: RunHandle) -> None:
+        if self.closing:  # under self._lock
+            handle.status, handle.error = "failed", SHUT_DOWN
+        else:
+            self._waiting.append(handle)
 
     def position(self, handle: RunHandle) -> int:
         """How many runs are ahead of a queued one, itself included (1 = next); 0 when it is not waiting."""
@@ -352,6 +359,10 @@ class RunPool:
                 return
             self.closing = True
             workers = list(self._workers)
+            orphans, self._waiting = self._waiting + [w.handle for w in workers if w.handle is not None], []
+        for h in orphans:  # nobody will serve them now: their pages say so instead of waiting forever
+            if not h.done:
+                h.apply(Failed(SHUT_DOWN))
         for w in workers:
             try:
                 w.jobs.put_nowait(None)
@@ -455,5 +466,5 @@ class RunPool:
                            f"{code}; out of memory?); please run it again"))
         if replace:
             w.start()
-        else:
-            self.closing = True  # the server is going down with its workers: start nothing more
+        else:  # the server is going down with its workers: start nothing more, end what the others run
+            threading.Thread(target=self.close, daemon=True, name="leakdemo-close").start()
