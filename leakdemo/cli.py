@@ -9,7 +9,7 @@ import sys
 import time
 
 from . import catalog
-from .errors import LeakdemoError
+from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
 
@@ -474,6 +474,36 @@ def cmd_record_gallery(args) -> int:
 # ---------------------------------------------------------------- entry point
 
 
+def check_output(path: str | None, option: str, folder: bool) -> None:
+    """An output path that cannot be written is said before the work starts (a run or a sweep can take
+    minutes), in one line naming the option. Nothing is left behind: the check writes a temporary file in
+    the folder that would hold the output (or the nearest existing parent of a folder to be created)."""
+    if not path:
+        return
+    import tempfile
+    where = os.path.abspath(path)
+    if os.path.exists(where) and folder != os.path.isdir(where):
+        raise ParamError(option, f"{path!r} is {'a file' if folder else 'a folder'}; give a "
+                                 f"{'folder' if folder else 'file name'}")
+    parent = where if folder else os.path.dirname(where)
+    if not folder and not os.path.isdir(parent):
+        raise ParamError(option, f"the folder {os.path.dirname(path) or '.'!r} does not exist")
+    while not os.path.exists(parent):  # a folder is created with its parents: the nearest existing one decides
+        parent = os.path.dirname(parent)
+    try:
+        if not os.path.isdir(parent):
+            raise NotADirectoryError(20, "not a folder")
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as e:
+        raise ParamError(option, f"cannot write {path!r} ({parent}: {e.strerror or e})") from None
+
+
+OUTPUTS = {"run": [("out", "--out", True)], "sweep": [("out", "--out", True)],
+           "record-gallery": [("out", "--out", False)], "fidelity": [("out", "--out", False)],
+           "bench": [("json", "--json", False)]}
+
+
 def main(argv=None) -> int:
     ap = _Parser(prog="python -m leakdemo", description="leakdemo: watch federated learning leak training data.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -522,10 +552,17 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
     try:
+        for attr, option, folder in OUTPUTS.get(args.cmd, []):
+            check_output(getattr(args, attr), option, folder)
+        if args.cmd == "runs" and args.action == "export" and len(args.rest) >= 2:
+            check_output(args.rest[1], "runs export DIR", True)
         return {"list": cmd_list, "run": cmd_run, "runs": cmd_runs, "sweep": cmd_sweep, "record-gallery": cmd_record_gallery, "bench": cmd_bench,
                 "fidelity": cmd_fidelity}[args.cmd](args)
     except LeakdemoError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a disk that filled up, a folder removed while we wrote: one line, not a traceback
+        print(f"error: {e.filename}: {e.strerror}" if e.filename and e.strerror else f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

@@ -53,6 +53,15 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("bench", "dlg", "--images", "coffee,nope"), "error: images: unknown samples item 'nope'"),
     (("bench", "dlg", "--set", "batch_size=40"), "error: batch_size: must be at most 23 for data=samples"),
     (("bench", "--device", "cuda"), "error: device: cuda is not available"),
+    # an output that cannot be written is said before minutes of work, not in a traceback after them
+    (("run", "dlg", "--out", "/proc/leakdemo-out"), "error: --out: cannot write '/proc/leakdemo-out' (/proc: "),
+    (("run", "dlg", "--out", __file__), "error: --out: '" + __file__ + "' is a file; give a folder"),
+    (("run", "dlg", "--out", os.path.join(__file__, "sub")), "error: --out: cannot write"),
+    (("sweep", "sweep-dp-dlg", "--out", "/proc/a/b"), "error: --out: cannot write '/proc/a/b' (/proc: "),
+    (("fidelity", "--out", "/no-such-folder/f.md"), "error: --out: the folder '/no-such-folder' does not exist"),
+    (("fidelity", "--out", os.path.dirname(__file__)), "error: --out: '"),
+    (("bench", "dlg", "--json", "/proc/b.json"), "error: --json: cannot write '/proc/b.json' (/proc: "),
+    (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (/proc: "),
 ])
 def test_bad_input_is_one_line_exit_2(args, starts):
     r = cli(*args)
