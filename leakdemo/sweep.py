@@ -200,6 +200,23 @@ class Sweep:
             n *= len(a.values)
         if n > MAX_POINTS:
             raise LeakdemoError(f"sweep: {n} grid points; at most {MAX_POINTS} (fewer values per --vary)")
+        self._check_something_runs()
+
+    def _check_something_runs(self) -> None:
+        """A point whose setting is refused is a row of the sweep (the others go on), but a sweep whose every
+        run is refused — an unknown image, a batch too large for the data at every strength — is a bad input:
+        said at once, like a bad run, not as a table of failures. Stops at the first run that would start."""
+        first = None
+        for point in self.points:
+            for seed in self.seeds:
+                for image in self.images:
+                    try:
+                        self._resolve(point, seed, image)
+                        return
+                    except LeakdemoError as e:
+                        first = first or e
+        if first is not None:
+            raise first
 
     def stop(self) -> None:
         self._stop.set()
@@ -219,17 +236,21 @@ class Sweep:
         over = {"defense": "none"} if point.undefended else dict(point.values)
         return over
 
+    def _resolve(self, point: Point, seed: int, image: str | None) -> Scenario:
+        over = {**self._point_params(point), "seed": seed}
+        if image is not None:
+            over["images"] = image
+        sc = resolve(self.base.params, over, preset=self.base.preset)
+        check_source(sc)  # e.g. a batch larger than the source: refused without a worker
+        return sc
+
     def tasks(self) -> list[Task]:
         out = []
         for point in self.points:
             for seed in self.seeds:
                 for j, image in enumerate(self.images):
-                    over = {**self._point_params(point), "seed": seed}
-                    if image is not None:
-                        over["images"] = image
                     try:
-                        sc = resolve(self.base.params, over, preset=self.base.preset)
-                        check_source(sc)  # e.g. a batch larger than the source: refused without a worker
+                        sc = self._resolve(point, seed, image)
                     except LeakdemoError as e:
                         point.runs.append({"seed": seed, "image": image, "error": str(e)})
                         continue

@@ -161,6 +161,22 @@ def test_a_failing_point_is_a_row_and_the_sweep_goes_on():
     assert sweep.points[1].runs[0]["error"] == "batch_size: must be at most 23 for data=samples, got 30"
 
 
+@pytest.mark.parametrize("axis,images,message", [
+    ("batch_size=30,40", None, "batch_size: must be at most 23 for data=samples, got 30"),
+    ("lr=0.5,1", ["nope"], "images: unknown samples item 'nope'"),
+])
+def test_a_sweep_whose_every_run_is_refused_is_a_bad_input(axis, images, message):
+    """Not a table of failed points after the sweep 'ran': one line at once, as for a bad run."""
+    base = from_preset("dlg")
+    with pytest.raises(LeakdemoError) as e:
+        Sweep(base, [parse_axis(axis, base)], images=images)
+    assert str(e.value).startswith(message)
+    r = subprocess.run([sys.executable, "-m", "leakdemo", "sweep", "dlg", "--vary", axis]
+                       + (["--images", ",".join(images)] if images else []),
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith("error: " + message) and r.stdout == ""
+
+
 def test_stopping_keeps_the_points_already_done():
     base = from_preset("dlg", {**FAST, "iterations": 200})
     sweep = Sweep(base, [parse_axis("dp_sigma=1e-4..1:6", base)], workers=1)
