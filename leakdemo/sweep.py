@@ -189,6 +189,8 @@ class Sweep:
             raise ParamError("workers", f"must be an integer in [1, 64], got {workers}")
         if backend not in ("local", "ray"):
             raise ParamError("backend", f"must be one of local, ray; got {backend!r}")
+        if backend == "ray" and ray_address:
+            check_ray_address(ray_address)
         self.base, self.axes, self.store, self.fresh = base, axes, store, fresh
         self.seeds, self.images = _seeds(base, seeds), images or [None]
         self.backend, self.ray_address, self.runner = backend, ray_address, runner
@@ -441,6 +443,21 @@ def _run_local(tasks: list[Task], workers: int, stop: threading.Event, _address)
             for proc in list(getattr(pool, "_processes", {}).values()):
                 proc.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def check_ray_address(address: str) -> None:
+    """An address Ray cannot reach is said in seconds: ray.init itself retries it for minutes."""
+    import socket
+    if address == "auto":  # the cluster started on this machine (`ray start`): Ray says at once if none
+        return
+    host, sep, port = address.split("://", 1)[-1].rstrip("/").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ParamError("address", f"must be host:port, ray://host:port or auto; got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as e:
+        raise ParamError("address", f"cannot reach the Ray cluster at {address} ({e.strerror or e}); check --address "
+                                    "or $LEAKDEMO_RAY_ADDRESS, or use --backend local") from None
 
 
 def _run_ray(tasks: list[Task], workers: int, stop: threading.Event, address: str | None) -> Iterator[dict]:

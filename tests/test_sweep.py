@@ -177,6 +177,19 @@ def test_a_sweep_whose_every_run_is_refused_is_a_bad_input(axis, images, message
     assert r.returncode == 2 and r.stderr.startswith("error: " + message) and r.stdout == ""
 
 
+@pytest.mark.parametrize("address,message", [
+    ("127.0.0.1:1", "address: cannot reach the Ray cluster at 127.0.0.1:1 (Connection refused)"),
+    ("ray://127.0.0.1:1", "address: cannot reach the Ray cluster at ray://127.0.0.1:1 (Connection refused)"),
+    ("cluster", "address: must be host:port, ray://host:port or auto; got 'cluster'"),
+])
+def test_an_unreachable_ray_cluster_is_said_at_once(address, message):
+    """ray.init retries an address it cannot reach for minutes; the sweep says so before it starts."""
+    base = from_preset("dlg")
+    with pytest.raises(LeakdemoError) as e:
+        Sweep(base, [parse_axis("lr=0.5,1", base)], backend="ray", ray_address=address)
+    assert str(e.value).startswith(message)
+
+
 def test_stopping_keeps_the_points_already_done():
     base = from_preset("dlg", {**FAST, "iterations": 200})
     sweep = Sweep(base, [parse_axis("dp_sigma=1e-4..1:6", base)], workers=1)
