@@ -309,6 +309,8 @@ def cmd_bench(args) -> int:
 
 def cmd_runs(args) -> int:
     from .store import open_store
+    if not 1 <= args.limit <= 100_000:
+        raise ParamError("--limit", f"must be an integer in [1, 100000], got {args.limit}")
     store = open_store()
     if store is None:
         raise LeakdemoError("runs: the run store is turned off (LEAKDEMO_STORE=off)")

@@ -61,6 +61,7 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("fidelity", "--out", "/no-such-folder/f.md"), "error: --out: the folder '/no-such-folder' does not exist"),
     (("fidelity", "--out", os.path.dirname(__file__)), "error: --out: '"),
     (("bench", "dlg", "--json", "/proc/b.json"), "error: --json: cannot write '/proc/b.json' (/proc: "),
+    (("runs", "list", "--limit", "0"), "error: --limit: must be an integer in [1, 100000], got 0"),
     (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (/proc: "),
 ])
 def test_bad_input_is_one_line_exit_2(args, starts):
