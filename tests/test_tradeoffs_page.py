@@ -37,6 +37,14 @@ def test_a_shared_custom_sweep_link_fills_the_widgets():
     assert "4 points (the undefended one included) × 2 seed(s) = 8 runs" in texts(at)
 
 
+def test_a_link_with_a_defense_the_preset_cannot_sweep_says_so():
+    at = page(sweep="custom", preset="dlg", defense="logit-noise", vary="logit_sigma=0.1..1:3")
+    assert not at.exception
+    assert any(w.value.startswith("Ignored from the link: defense='logit-noise' with vary='logit_sigma=0.1..1:3' "
+                                  "(preset dlg sweeps dp-gaussian") for w in at.warning), [w.value for w in at.warning]
+    assert at.selectbox(key="t_defense").value == "dp-gaussian"
+
+
 def test_bad_link_values_are_reported_not_fatal():
     at = page(sweep="nope", seeds="99")
     assert not at.exception

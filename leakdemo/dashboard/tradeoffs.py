@@ -63,6 +63,11 @@ def _init_from_query() -> None:
     if q.get("preset") and q["preset"] not in presets():
         problems.append(f"preset={q['preset']!r} (unknown)")
     st.session_state["t_defense"] = q.get("defense", "dp-gaussian")
+    protocol = presets()[st.session_state["t_preset"]].params.get("protocol", "fedsgd")
+    defenses = [d for d in catalog.defenses_for(protocol) if d != "none" and _sweepable(d)]
+    if q.get("defense") is not None and q["defense"] not in defenses:  # the sidebar would swap it in silence
+        problems.append(f"defense={q['defense']!r}" + (f" with vary={q['vary']!r}" if "vary" in q else "")
+                        + f" (preset {st.session_state['t_preset']} sweeps {', '.join(defenses)})")
     st.session_state["t_vary"] = q.get("vary", "dp_sigma=1e-4..1:6")
     try:
         seeds = int(q.get("seeds", "1"))
