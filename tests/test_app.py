@@ -45,6 +45,12 @@ def test_bad_link_values_fall_back_and_are_reported():
     assert dict(at.query_params) == {"preset": "dlg"}  # the URL now holds only what is valid
 
 
+def test_an_unknown_photo_in_a_link_is_reported_not_dropped_in_silence():
+    at = lab(preset="dlg", images="coffee,nope")
+    assert any(w.value.startswith("Ignored from the link: images: unknown samples item 'nope'") for w in at.warning)
+    assert widget(at, "Images (the batch starts with these)").value == ["coffee"]  # the preset's photo
+
+
 def test_unknown_preset_in_link_is_reported():
     at = lab(preset="zzz")
     assert any("preset='zzz'" in w.value for w in at.warning)

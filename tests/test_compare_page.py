@@ -91,6 +91,9 @@ def test_a_shared_link_opens_its_runs_and_unknown_ids_are_reported():
     assert not at.exception
     assert at.multiselect(key="c_runs").value == ["g3", "g5"]
     assert any("r999" in w.value for w in at.warning)
+    at = page(runs="g1,g1,g2,g3,g4,g5,g6")  # each run once; at most four side by side, the rest named
+    assert at.multiselect(key="c_runs").value == ["g1", "g2", "g3", "g4"]
+    assert [w.value for w in at.warning] == ["Ignored from the link: runs=g5,g6 (at most 4 runs side by side)."]
 
 
 def test_play_replays_to_the_last_frame(monkeypatch):

@@ -79,10 +79,14 @@ def _init_from_query(choices: dict) -> None:
     if "c_runs" in st.session_state and (not asked or st.session_state.get("c_pending")):
         return
     wanted = [x.strip() for x in st.query_params.get("runs", "").split(",") if x.strip()]
-    known = [w for w in wanted if w in choices][:MAX_RUNS]
+    known = list(dict.fromkeys(w for w in wanted if w in choices))  # each run once, in the link's order
     bad = [w for w in wanted if w not in choices]
-    if bad:
-        st.session_state["c_problems"] = [f"runs={','.join(bad)} (no such recorded run here)"]
+    problems = [f"runs={','.join(bad)} (no such recorded run here)"] if bad else []
+    if len(known) > MAX_RUNS:
+        problems.append(f"runs={','.join(known[MAX_RUNS:])} (at most {MAX_RUNS} runs side by side)")
+        known = known[:MAX_RUNS]
+    if problems:
+        st.session_state["c_problems"] = problems
     if not known:  # a first visit: the two showcases that contrast a defense with none, if shipped
         known = [k for k in choices if k.startswith("g")][:2]
     st.session_state["c_runs"] = known

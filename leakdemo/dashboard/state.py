@@ -36,7 +36,17 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
             break
         keys = left
     ignored += [errors[k] for k in keys]
-    return resolve(base, accepted, preset=name), ignored
+    scenario = resolve(base, accepted, preset=name)
+    if "images" in accepted:  # what only the data can say (an unknown photo): the gallery would drop it unsaid
+        from ..data import check_source
+        try:
+            check_source(scenario)
+        except LeakdemoError as e:
+            if str(e).startswith("images"):
+                ignored.append(str(e))
+                accepted.pop("images")
+                scenario = resolve(base, accepted, preset=name)
+    return scenario, ignored
 
 
 def to_query(s: Scenario) -> dict[str, str]:
