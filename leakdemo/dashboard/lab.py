@@ -523,11 +523,11 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
     """Run / Stop and the run itself: one fragment, the page's one refresh mechanism.
 
     The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
-    that state changes pace (queued → running → complete; a fresh server's thumbnails ready), the fragment asks for one full rerun, which
-    sets the new pace — the browser drops every fragment timer when a full run starts, so no timer
-    outlives the tree it draws into, and a complete run's page stops refreshing. There is one fragment
-    and one timer: nothing else races it (two fragments and a rerun from one of them blanked a busy
-    classroom's tabs)."""
+    that state changes pace (queued → running → complete; a fresh server's thumbnails ready), the fragment
+    asks for one full rerun, which sets the new pace — the browser drops every fragment timer when a full
+    run starts, so no timer outlives the tree it draws into, and a complete run's page stops refreshing.
+    There is one fragment and one timer: nothing else races it (two fragments and a rerun from one of them
+    blanked a busy classroom's tabs)."""
     handle = st.session_state.get("handle")
     running = handle is not None and not handle.done
     c1, c2, c3 = st.columns([1, 1, 4])
