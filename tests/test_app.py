@@ -253,3 +253,13 @@ def test_the_page_draws_before_the_gallery_thumbnails_and_shows_them_when_ready(
     finally:
         gate.set()
         lab_page._gallery.clear()
+
+
+def test_a_bad_server_setting_shows_in_the_sidebar():
+    from leakdemo.dashboard import pool
+    pool.CONFIG_PROBLEMS.append("LEAKDEMO_MAX_RUNS: must be an integer in [1, 64], got 'many'; using 2")
+    try:
+        at = lab(preset="dlg")
+        assert [w.value for w in at.sidebar.warning] == pool.CONFIG_PROBLEMS
+    finally:
+        pool.CONFIG_PROBLEMS.pop()

@@ -5,6 +5,8 @@ reaches only its own run, a closed tab frees its worker, a crashed worker is rep
 reported, and a closing server starts no new workers."""
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -14,6 +16,7 @@ from leakdemo.dashboard.pool import RunPool
 from leakdemo.dashboard.shared import queue_line
 from leakdemo.scenario import from_preset
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LONG = {"image_size": 16, "iterations": 24000}
 
 
@@ -228,6 +231,16 @@ def test_the_server_never_hands_out_a_closed_pool():
         assert h.status == "finished"
     finally:
         second.close()
+
+
+def test_a_bad_pool_setting_in_the_environment_is_one_line_and_the_default():
+    code = "from leakdemo.dashboard import pool; print(pool.MAX_RUNNING, pool.CONFIG_PROBLEMS)"
+    env = {**os.environ, "LEAKDEMO_MAX_RUNS": "many", "LEAKDEMO_MAX_THREADS": "0"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    assert out.stdout.startswith("2 [\"LEAKDEMO_MAX_RUNS: must be an integer in [1, 64], got 'many'; using 2\"")
+    assert out.stderr.splitlines()[0] == "warning: LEAKDEMO_MAX_RUNS: must be an integer in [1, 64], got 'many'; using 2"
+    assert "LEAKDEMO_MAX_THREADS: must be an integer in [1, 1024], got '0'" in out.stderr
 
 
 def test_runs_split_the_cores_between_them(monkeypatch):

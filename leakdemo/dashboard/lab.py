@@ -21,6 +21,7 @@ from ..settings import LOCAL_DATA, LPIPS_HELP
 from ..scenario import from_dict, presets
 from . import state
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
+from .pool import CONFIG_PROBLEMS
 from .shared import hardware, queue_line, run_pool, tab_alive
 from .views import agic, logits, vfl
 from .views import images as images_view
@@ -215,6 +216,8 @@ def sidebar() -> tuple:
     sb.caption(f"Engine: {warm} of {pool.max_running} workers ready" if warm else
                "Engine: workers started, warming up (a run can start now)" if ready else
                "Engine: starting the workers (a few seconds)…")
+    for problem in CONFIG_PROBLEMS:  # the server's environment, refused at start (also in its log)
+        sb.warning(problem, icon=":material/settings:")
     with sb.expander("Replay a scenario file"):
         st.file_uploader("scenario.json", type=["json"], key="scenario_file", on_change=_on_scenario_file,
                          help="The scenario.json a previous run's download gave you.")

@@ -19,6 +19,7 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,7 +30,27 @@ from ..events import Failed, Finished, Progress, Started, Thinned
 from ..scenario import Scenario, from_dict
 from ..spawn import plain_main
 
-MAX_RUNNING = int(os.environ.get("LEAKDEMO_MAX_RUNS", "2"))
+CONFIG_PROBLEMS: list[str] = []  # environment settings that were refused (the Lab's sidebar says so too)
+
+
+def _env_count(name: str, default: int, high: int) -> int:
+    """A count from the environment; a bad one is said in one line (server log and sidebar), the default used."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+        if not 1 <= value <= high:
+            raise ValueError
+        return value
+    except ValueError:
+        problem = f"{name}: must be an integer in [1, {high}], got {raw!r}; using {default}"
+        CONFIG_PROBLEMS.append(problem)
+        print(f"warning: {problem}", file=sys.stderr, flush=True)
+        return default
+
+
+MAX_RUNNING = _env_count("LEAKDEMO_MAX_RUNS", 2, 64)
 ABANDON_AFTER = 15.0  # seconds without a poll -> the tab is gone (when no `alive` check is available)
 TICK = 0.05  # the dispatcher's period
 CORES = os.cpu_count() or 1
@@ -37,7 +58,7 @@ CORES = os.cpu_count() or 1
 # Measured on 2 cores with the page open: a lone DLG run took 72 s with 2 torch threads (OpenMP threads
 # spinning against the server and the browser) and 15 s with 1 (the CLI: 11 s).
 RUN_CORES = max(1, CORES - 1)
-THREADS_CAP = int(os.environ.get("LEAKDEMO_MAX_THREADS", "0")) or RUN_CORES  # torch threads one run may use
+THREADS_CAP = _env_count("LEAKDEMO_MAX_THREADS", RUN_CORES, 1024)  # torch threads one run may use
 # A worker that dies of these went down with the server (the whole process group was told to stop):
 # it is not replaced. Any other death (the OS's OOM killer sends SIGKILL) is.
 SHUT_DOWN = "the attack workers were shut down before this run ended; please run it again"
