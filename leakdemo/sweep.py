@@ -448,11 +448,11 @@ def _run_local(tasks: list[Task], workers: int, stop: threading.Event, _address)
 def check_ray_address(address: str) -> None:
     """An address Ray cannot reach is said in seconds: ray.init itself retries it for minutes."""
     import socket
-    if address == "auto":  # the cluster started on this machine (`ray start`): Ray says at once if none
+    if address in ("auto", "local"):  # this machine's cluster (`ray start`), or a new one: Ray answers at once
         return
     host, sep, port = address.split("://", 1)[-1].rstrip("/").rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise ParamError("address", f"must be host:port, ray://host:port or auto; got {address!r}")
+        raise ParamError("address", f"must be host:port, ray://host:port, auto or local; got {address!r}")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
     except OSError as e:

@@ -180,7 +180,7 @@ def test_a_sweep_whose_every_run_is_refused_is_a_bad_input(axis, images, message
 @pytest.mark.parametrize("address,message", [
     ("127.0.0.1:1", "address: cannot reach the Ray cluster at 127.0.0.1:1 (Connection refused)"),
     ("ray://127.0.0.1:1", "address: cannot reach the Ray cluster at ray://127.0.0.1:1 (Connection refused)"),
-    ("cluster", "address: must be host:port, ray://host:port or auto; got 'cluster'"),
+    ("cluster", "address: must be host:port, ray://host:port, auto or local; got 'cluster'"),
 ])
 def test_an_unreachable_ray_cluster_is_said_at_once(address, message):
     """ray.init retries an address it cannot reach for minutes; the sweep says so before it starts."""
