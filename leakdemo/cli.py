@@ -492,9 +492,9 @@ def check_output(path: str | None, option: str, folder: bool) -> None:
         raise ParamError(option, f"the folder {os.path.dirname(path) or '.'!r} does not exist")
     while not os.path.exists(parent):  # a folder is created with its parents: the nearest existing one decides
         parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ParamError(option, f"cannot write {path!r} ({parent}: not a folder)")
     try:
-        if not os.path.isdir(parent):
-            raise NotADirectoryError(20, "not a folder")
         with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as e:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .. import catalog
-from ..errors import LeakdemoError
+from ..errors import LeakdemoError, ParamError
 from ..scenario import Scenario, load_preset, presets, resolve
 
 DEFAULT_PRESET = "dlg"
@@ -41,8 +41,8 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
         from ..data import check_source
         try:
             check_source(scenario)
-        except LeakdemoError as e:
-            if str(e).startswith("images"):
+        except ParamError as e:
+            if e.name == "images":
                 ignored.append(str(e))
                 accepted.pop("images")
                 scenario = resolve(base, accepted, preset=name)

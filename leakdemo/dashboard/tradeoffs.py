@@ -48,6 +48,12 @@ def _sweepable(defense: str) -> list[str]:
     return [p.name for p in comp.params if p.kind in ("int", "float") and p.name != "dp_delta"]
 
 
+def _sweepable_defenses(preset: str) -> list[str]:
+    """The defenses a sweep can vary on this preset's protocol: those with a numeric strength."""
+    protocol = presets()[preset].params.get("protocol", "fedsgd")
+    return [d for d in catalog.defenses_for(protocol) if d != "none" and _sweepable(d)]
+
+
 def _init_from_query() -> None:
     """A shared link (?sweep=NAME, or ?sweep=custom&preset=…&defense=…&vary=…&seeds=…) fills the widgets;
     a bad value is reported and left at its default."""
@@ -63,8 +69,7 @@ def _init_from_query() -> None:
     if q.get("preset") and q["preset"] not in presets():
         problems.append(f"preset={q['preset']!r} (unknown)")
     st.session_state["t_defense"] = q.get("defense", "dp-gaussian")
-    protocol = presets()[st.session_state["t_preset"]].params.get("protocol", "fedsgd")
-    defenses = [d for d in catalog.defenses_for(protocol) if d != "none" and _sweepable(d)]
+    defenses = _sweepable_defenses(st.session_state["t_preset"])
     if q.get("defense") is not None and q["defense"] not in defenses:  # the sidebar would swap it in silence
         problems.append(f"defense={q['defense']!r}" + (f" with vary={q['vary']!r}" if "vary" in q else "")
                         + f" (preset {st.session_state['t_preset']} sweeps {', '.join(defenses)})")
@@ -96,8 +101,7 @@ def _controls() -> dict:
         return {"sweep": name}
     preset = sb.selectbox("Scenario (preset)", list(presets()), key="t_preset",
                           format_func=lambda n: f"{n} — {presets()[n].title}")
-    protocol = presets()[preset].params.get("protocol", "fedsgd")
-    defenses = [d for d in catalog.defenses_for(protocol) if d != "none" and _sweepable(d)]
+    defenses = _sweepable_defenses(preset)
     if st.session_state.get("t_defense") not in defenses:  # a preset whose protocol lacks the defense
         st.session_state["t_defense"] = defenses[0]
         _new_defense()
