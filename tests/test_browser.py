@@ -311,12 +311,25 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
     with Image.open(shot) as im:
         arr = np.asarray(im.convert("RGB"))
     assert im.size == size and arr.std() > 20
-    box = page.locator('[data-testid="stImage"] img').first.bounding_box()
-    assert box["y"] + box["height"] <= size[1] and box["height"] >= size[1] * 0.3  # big, and not cut off
+    img = page.locator('[data-testid="stImage"] img').first
+    box = img.bounding_box()
+    drawn = img.evaluate("i => { const r = i.getBoundingClientRect(), "
+                         "s = Math.min(r.width / i.naturalWidth, r.height / i.naturalHeight); "
+                         "return [i.naturalWidth * s, i.naturalHeight * s]; }")  # object-fit: contain
+    assert box["y"] + box["height"] <= size[1], (box, size)  # not cut off
+    assert drawn[1] >= size[1] * 0.5 or drawn[0] >= size[0] * 0.6, (drawn, size)  # as big as the screen allows
     page.keyboard.press("ArrowRight")
     page.get_by_text("scene 2 of", exact=False).wait_for(timeout=30_000)
     page.keyboard.press("ArrowLeft")
     page.get_by_text("scene 1 of", exact=False).wait_for(timeout=30_000)
+    page.goto(f"{server}/?present=1&scenes=sweep:sweep-dp-dlg")  # the trade-off chart fills the screen too
+    chart = page.locator('[data-testid="stPlotlyChart"] .main-svg').first
+    chart.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)
+    assert chart.bounding_box()["height"] >= size[1] * 0.5, (chart.bounding_box(), size)
+    scroll = page.evaluate("() => [document.querySelector('[data-testid=\"stMain\"]').scrollHeight, "
+                           "document.querySelector('[data-testid=\"stMain\"]').clientHeight]")
+    assert scroll[0] <= scroll[1] + 2, f"the chart scene scrolls at {size}: {scroll}"
     assert_no_traceback(page)
     page.close()
 

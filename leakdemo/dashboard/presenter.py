@@ -23,6 +23,7 @@ LIVE_POLL = 0.5  # a live scene's frames while it runs
 QUEUED_POLL = 2.0  # while it waits for a worker
 DEFAULT_LIVE = ("dlg",)
 DEFAULT_SWEEPS = ("sweep-dp-dlg",)
+BIG_FONT = 18  # a chart's text, read from the back of a room
 CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header, footer {display: none !important;}
@@ -31,9 +32,9 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 .ld-why {font-size: 1.45rem; color: #333; margin: 0.2rem 0 0.6rem 0;}
 [data-testid="stMetricValue"] {font-size: 2.6rem !important;}
 [data-testid="stMetricLabel"] p {font-size: 1.1rem !important;}
-[data-testid="stImage"] img {image-rendering: pixelated; max-height: 58vh; width: auto !important;
-                              margin: 0 auto; display: block;}
+[data-testid="stImage"] img {image-rendering: pixelated; max-height: 62vh; object-fit: contain;}
 [data-testid="stImageCaption"] {font-size: 1.1rem !important; text-align: center;}
+[data-testid="stPlotlyChart"] {height: 72vh !important;}
 </style>
 """
 
@@ -189,7 +190,8 @@ def showcase_body(path: str, run_id: int, pace) -> None:
     picture, where = _picture(originals, images, run.finished.baseline if final else None,
                               run.finished.metrics.get("psnr_per_image") if final else None)
     left, right = st.columns([3, 1])
-    left.image(picture, caption=f"{where} · iteration {it} of {run.finished.iterations}", clamp=True)
+    left.image(picture, caption=f"{where} · iteration {it} of {run.finished.iterations}", clamp=True,
+               width="stretch")
     m = run.finished.metrics
     if m.get("attack_accuracy") is not None:
         right.metric("Attack accuracy", f"{m['attack_accuracy']:.0%}" if final else "…")
@@ -284,7 +286,7 @@ def live_body(preset: str, pace) -> None:
                                   fin.metrics.get("psnr_per_image") if fin is not None else None)
         it = fin.iterations if fin is not None else (latest.iteration if latest is not None else 0)
         total = fin.iterations if fin is not None else (latest.total if latest is not None else "…")
-        left.image(picture, caption=f"{where} · iteration {it} of {total}", clamp=True)
+        left.image(picture, caption=f"{where} · iteration {it} of {total}", clamp=True, width="stretch")
     if fin is not None:
         m = fin.metrics
         if m.get("attack_accuracy") is not None:
@@ -322,8 +324,12 @@ def sweep_scene(name: str, choices: dict) -> None:
         memo.pop(name)  # asked again next time: the sweep may have been run meanwhile
         return
     fig = strength_figure(rows, [a.name for a in axes], axes[0].log)
-    fig.update_layout(height=500, font=dict(size=18), title=None)
-    st.plotly_chart(fig, config={"displayModeBar": False})
+    big, bigger = dict(size=BIG_FONT), dict(size=BIG_FONT + 4)  # the theme sizes each part: each is set here
+    fig.update_layout(height=None, font=big, title=None, legend=dict(font=big, y=-0.2))
+    fig.update_xaxes(tickfont=big, title_font=bigger)
+    fig.update_yaxes(tickfont=big, title_font=bigger)
+    fig.update_annotations(font=big)
+    st.plotly_chart(fig, config={"displayModeBar": False}, height="stretch")
 
 
 def _own_store():
