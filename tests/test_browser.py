@@ -63,6 +63,11 @@ def new_page(browser, tab: str, size=(1600, 1000)):
     return page
 
 
+DRAWN_SIZE = """i => { const r = i.getBoundingClientRect(),
+    s = Math.min(r.width / i.naturalWidth, r.height / i.naturalHeight);
+    return [i.naturalWidth * s, i.naturalHeight * s]; }"""  # what an <img> with object-fit: contain paints
+
+
 def run_until_finished(page, first_shown: str, timeout_ms: int = 300_000):
     """Start the attack once the page is warm; wait for `first_shown` to stream in, then for the finish."""
     wait_until_warm(page)
@@ -295,6 +300,22 @@ def test_four_runs_side_by_side_each_fit_their_column(server, browser):
     page.close()
 
 
+def test_two_runs_fill_their_columns_on_a_projector(server, browser):
+    """On a 1920 px projector two runs' pictures use their columns (they kept 390 px of 730)."""
+    page = new_page(browser, "compare-wide", (1920, 1080))
+    page.goto(f"{server}/Compare?runs=g1,g2")
+    page.get_by_text("iteration", exact=False).first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)
+    imgs = page.locator('[data-testid="stImage"] img')
+    assert imgs.count() == 2
+    for i in range(2):
+        img = imgs.nth(i)
+        column = img.evaluate("i => i.closest('[data-testid=\"stColumn\"]').getBoundingClientRect().width")
+        assert img.evaluate(DRAWN_SIZE)[0] >= 0.8 * column, (img.evaluate(DRAWN_SIZE), column)
+    assert_no_traceback(page)
+    page.close()
+
+
 @pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
 def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser, tmp_path, size):
     page = new_page(browser, "present", size)
@@ -313,9 +334,7 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
     assert im.size == size and arr.std() > 20
     img = page.locator('[data-testid="stImage"] img').first
     box = img.bounding_box()
-    drawn = img.evaluate("i => { const r = i.getBoundingClientRect(), "
-                         "s = Math.min(r.width / i.naturalWidth, r.height / i.naturalHeight); "
-                         "return [i.naturalWidth * s, i.naturalHeight * s]; }")  # object-fit: contain
+    drawn = img.evaluate(DRAWN_SIZE)
     assert box["y"] + box["height"] <= size[1], (box, size)  # not cut off
     assert drawn[1] >= size[1] * 0.5 or drawn[0] >= size[0] * 0.6, (drawn, size)  # as big as the screen allows
     page.keyboard.press("ArrowRight")

@@ -13,7 +13,7 @@ import streamlit as st
 
 from .. import catalog
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
-from .pictures import IMAGE_CSS, png_once, zoom
+from .pictures import IMAGE_CSS, png_once
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows
 from ..store import StoredRun, open_store
@@ -28,6 +28,7 @@ CSS = f"""
 <style>
 .block-container {{padding-top: 2.2rem;}}
 {IMAGE_CSS}
+[data-testid="stImage"] img {{max-height: 46vh; object-fit: contain;}}
 </style>
 """
 
@@ -310,9 +311,8 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
                              psnr=run.finished.metrics.get("psnr_per_image") if final else None)
         side_by_side = single or len(originals) >= MOSAIC_FROM  # pair_grid: two mosaics side by side for many
         where = "left: private, right: rebuilt" if side_by_side else "top: private, below: rebuilt"
-        url, width = png_once(("compare", ref, it, final), picture)
-        col.image(url, caption=f"iteration {it} of {run.finished.iterations} · {where}",
-                  width=min(int(width * zoom(size, 192 if single else 48)), 560))
+        url, _ = png_once(("compare", ref, it, final), picture)
+        col.image(url, caption=f"iteration {it} of {run.finished.iterations} · {where}", width="stretch")
     st.plotly_chart(_curves(runs, pos), key="c_curves", config={"displayModeBar": False})
     if (TICK if st.session_state.get("c_playing") else None) != pace:
         st.rerun()
