@@ -39,6 +39,7 @@ h1 {{font-size: 2.3rem !important;}}
 .ld-base {{color: #555; font-weight: 700; font-size: 1.15rem;}}
 [data-testid="stMetricValue"] {{font-size: 2.1rem;}}
 {IMAGE_CSS}
+{images_view.ROW_CSS}
 </style>
 """
 

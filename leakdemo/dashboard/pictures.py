@@ -62,6 +62,8 @@ def png_once(key: tuple, make, memo_name: str = "png_memo", limit: int = 12) -> 
     return memo[key]
 
 
-def show(where, key: tuple, make, zoom: float, caption: str | None = None) -> None:
+def show(where, key: tuple, make, zoom: float | None, caption: str | None = None) -> None:
+    """The picture enlarged `zoom` times, or with zoom None as wide as its column (the page's CSS caps its
+    height)."""
     url, width = png_once(key, make)
-    where.image(url, width=max(1, int(width * zoom)), caption=caption)
+    where.image(url, width="stretch" if zoom is None else max(1, int(width * zoom)), caption=caption)

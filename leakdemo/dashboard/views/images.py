@@ -7,13 +7,18 @@ import streamlit as st
 from ...artifacts import mosaic, mosaic_layout, psnr_color
 from ..pictures import batch_grid, batch_zoom, show
 
+ROW_KEY = "ld_row"
+ROW_HEIGHT = "34vh"  # the row's pictures fill their columns up to this: big on a projector, the curves in reach
+ROW_CSS = f".st-key-{ROW_KEY} [data-testid=\"stImage\"] img {{max-height: {ROW_HEIGHT}; object-fit: contain;}}"
+
 
 def images_panel(seq: int, started, originals: np.ndarray, images, per: list, frame: tuple) -> None:
     """A few private images: originals on the left, the reconstruction (matched to them) in the same places
     on the right — a row for one or two images, a block for a batch."""
-    left, right = st.columns(2, gap="large")
+    row = len(originals) <= 2  # one or two images grow with the window (a projector), up to ROW_HEIGHT
+    left, right = st.container(key=ROW_KEY if row else None).columns(2, gap="large")
     left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
-    z = batch_zoom(len(originals), originals.shape[1])
+    z = None if row else batch_zoom(len(originals), originals.shape[1])
     show(left, ("row", seq, -1), lambda: batch_grid(originals), z, ", ".join(started.names[:16]))
     right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
     if images is not None:
