@@ -319,7 +319,7 @@ def test_two_runs_fill_their_columns_on_a_projector(server, browser):
     page.close()
 
 
-@pytest.mark.parametrize("size", [(1280, 720), (1920, 1080)])
+@pytest.mark.parametrize("size", [(1024, 768), (1280, 720), (1920, 1080)])
 def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser, tmp_path, size):
     page = new_page(browser, "present", size)
     page.goto(f"{server}/?present=1")

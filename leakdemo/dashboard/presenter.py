@@ -34,7 +34,7 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 [data-testid="stMetricLabel"] p {font-size: 1.1rem !important;}
 [data-testid="stImage"] img {image-rendering: pixelated; max-height: 62vh; object-fit: contain;}
 [data-testid="stImageCaption"] {font-size: 1.1rem !important; text-align: center;}
-[data-testid="stPlotlyChart"] {height: 72vh !important;}
+[data-testid="stPlotlyChart"] {height: 68vh !important;}
 </style>
 """
 
