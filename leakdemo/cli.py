@@ -467,8 +467,10 @@ def _sweep_json(ev) -> dict:
 
 
 def cmd_record_gallery(args) -> int:
-    from .gallery import GALLERY, record
-    path = record(args.out or GALLERY, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    from .gallery import GALLERY, record, record_sweeps
+    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    path = (record_sweeps(args.out or GALLERY, progress) if args.sweeps_only
+            else record(args.out or GALLERY, progress=progress))
     print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
     return 0
 
@@ -534,8 +536,10 @@ def main(argv=None) -> int:
     p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")
     p.add_argument("--address", help="the Ray cluster to use (default $LEAKDEMO_RAY_ADDRESS, else a local Ray)")
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
-    p = sub.add_parser("record-gallery", help="record the built-in showcases and the presenter's sweep (assets/gallery.sqlite) anew")
+    p = sub.add_parser("record-gallery", help="record the built-in showcases and sweeps (assets/gallery.sqlite) anew")
     p.add_argument("--out", metavar="FILE", help="write them here instead")
+    p.add_argument("--sweeps-only", dest="sweeps_only", action="store_true",
+                   help="keep the gallery's showcases, record the built-in sweeps' runs anew")
     p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
     p.add_argument("action", choices=("list", "show", "export", "delete"))
     p.add_argument("rest", nargs="*", metavar="ID [DIR]")

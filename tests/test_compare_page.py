@@ -37,24 +37,57 @@ def test_the_gallery_ships_every_showcase_and_opens_read_only():
     assert not os.path.exists(GALLERY + "-wal")
 
 
-def test_the_gallery_holds_every_run_of_the_presenters_sweep():
-    """The presenter's trade-off chart draws at once on a fresh install, from the gallery's recording: every
-    run of the sweep, with its utility, is found there (whatever code version recorded it)."""
+def test_the_gallery_holds_every_run_of_every_built_in_sweep():
+    """Each built-in sweep's chart draws at once on a fresh install — on the Trade-offs page and as a presenter
+    scene — from the gallery's recording: every run of the sweep, with its utility, is found there (whatever
+    code version recorded it), and what was recorded shows the defense at work."""
     from leakdemo.scenario import load
-    from leakdemo.sweep import Sweep, SweepFinished, _from_store, parse_axis
+    from leakdemo.sweep import LOGIT_PROTOCOLS, Sweep, SweepFinished, _from_store, parse_axis, utility_of
     from leakdemo.sweeps import sweeps
 
+    assert sorted(GALLERY_SWEEPS) == sorted(sweeps())  # a new built-in sweep is recorded too
     g = open_gallery()
     for name in GALLERY_SWEEPS:
         spec = sweeps()[name]
         base = load(spec.base, spec.set)
         sweep = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds, store=g)
         tasks = sweep.tasks()
-        assert tasks and all(_from_store(g, t) is not None for t in tasks)
+        assert tasks and all(_from_store(g, t) is not None for t in tasks), name
         rows = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))  # nothing computed
+        assert all(utility_of(r)[1] is not None and not r["failed"] for r in rows), name
+        key = "attack_accuracy" if base["protocol"] in LOGIT_PROTOCOLS else "psnr"
         undefended = next(r for r in rows if r["undefended"])
-        assert undefended["psnr"] > 30 and undefended["test_accuracy"] > 0.9
-        assert min(r["psnr"] for r in rows) < 15  # the strongest noise stops the attack
+        strongest = min(r[key] for r in rows if not r["undefended"])
+        if name == "sweep-topk-pli":  # the lesson of this one: even top-1 keeps what PLI needs
+            assert strongest >= 0.6 and undefended[key] >= 0.7
+        else:
+            assert strongest < undefended[key] - (0.3 if key == "attack_accuracy" else 10), name
+        if name == "sweep-dp-dlg":  # the presenter's default chart: the attack works, then noise stops it
+            assert undefended["psnr"] > 30 and undefended["test_accuracy"] > 0.9
+            assert strongest < 15
+
+
+def test_recording_the_sweeps_again_keeps_the_showcases(tmp_path, monkeypatch):
+    """`record-gallery --sweeps-only`: the showcases stay as they were (with their replay), the sweeps' runs are
+    recorded afresh and keep what their charts read — figures, originals, the last frame — without keyframes."""
+    import sqlite3
+
+    from leakdemo import gallery, sweeps
+    tiny = sweeps.SweepSpec("sweep-tiny", "tiny", "", "dlg", {"image_size": 8, "iterations": 2, "defense": "prune"},
+                            ["prune_ratio=0.5"], 1)
+    monkeypatch.setattr(sweeps, "sweeps", lambda: {"sweep-tiny": tiny})
+    monkeypatch.setattr(gallery, "GALLERY_SWEEPS", ("sweep-tiny",))
+    out = str(tmp_path / "gallery.sqlite")
+    gallery.record_sweeps(out, progress=lambda line: None)
+    with sqlite3.connect(out) as conn:
+        q = "SELECT r.source, i.kind, count(*) FROM runs r JOIN images i ON i.run_id = r.id GROUP BY r.source, i.kind"
+        kinds = {(src, kind): n for src, kind, n in conn.execute(q)}
+    with sqlite3.connect(GALLERY) as conn:
+        shipped = {(src, kind): n for src, kind, n in conn.execute(q) if src == "gallery"}
+    assert {k: n for k, n in kinds.items() if k[0] == "gallery"} == shipped and shipped[("gallery", "keyframe")]
+    assert {k: n for k, n in kinds.items() if k[0] == "sweep"} == {("sweep", "final"): 2, ("sweep", "originals"): 2}
+    g = RunStore(out, read_only=True, any_version=True)
+    assert len(showcase_rows(g)) == len(SHOWCASES)
 
 
 def test_a_read_only_store_refuses_what_is_not_ours(tmp_path):

@@ -98,6 +98,32 @@ def test_the_chart_shows_what_the_best_trade_offs_give_away():
     assert lo < 5 and hi > 90 + 0.16 * 85  # every thumbnail fits inside the chart
 
 
+def test_crowded_points_carry_one_picture_not_a_pile():
+    """sweep-dp-dlg's front is three strengths at 96 % accuracy and ~5 dB, tied: their pictures were drawn one
+    over another. Now the least leaking one shows; the undefended star keeps its own."""
+    import numpy as np
+
+    from leakdemo.dashboard.tradeoffs import tradeoff_figure
+
+    def row(i, acc, psnr, undefended=False):
+        pic = np.full((8, 8, 3), i / 10, dtype=np.float32)
+        return {"index": i, "label": "no defense" if undefended else f"p{i}", "undefended": undefended,
+                "dp_sigma": None if undefended else 10.0 ** -i, "runs": 1, "psnr": psnr, "psnr_range": [psnr, psnr],
+                "test_accuracy": acc, "attack_accuracy": None, "privacy": "ε = ∞", "thumbnail": [pic],
+                "originals": [pic]}
+    rows = [row(0, 0.96, 90.0, True), row(1, 0.96, 5.5), row(2, 0.955, 5.0), row(3, 0.95, 5.8), row(4, 0.15, 4.5)]
+    fig = tradeoff_figure(rows, ["dp_sigma"])
+    placed = sorted((im.x, im.y) for im in fig.layout.images)
+    assert len(placed) == 2
+    assert placed[0][0] == 0.955 and placed[1][0] == 0.96 and placed[1][1] > 90  # the 5.0 dB point, the star
+    # a defense that costs nothing (PLI's client keeps accuracy 1.0): the axis shows 0.95–1, not 0.996–1.004
+    rows = [row(0, 1.0, 0.9, True), row(1, 1.0, 0.6), row(2, 1.0, 0.0)]
+    for r in rows:
+        r["psnr"], r["attack_accuracy"] = 15.0, r["psnr"]
+    lo, hi = tradeoff_figure(rows, ["dp_sigma"]).layout.xaxis.range
+    assert lo <= 0.95 and 1.0 <= hi <= 1.005
+
+
 def test_an_accuracy_axis_stays_within_zero_and_one():
     """Two equal accuracies once spread the utility axis over 0.33–1.69; an accuracy is never above 1."""
     from leakdemo.dashboard.tradeoffs import strength_figure
@@ -133,7 +159,8 @@ def test_failed_points_say_why():
 
 
 def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch):
-    """The default sweep's 51 runs ship with the gallery: its chart is there before Run sweep, and says so."""
+    """The built-in sweeps' runs ship with the gallery: the default's chart is there before Run sweep, and says
+    so; so is any other built-in sweep's."""
     monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))  # nothing computed on this machine
     at = page()
     assert not at.exception and not at.error
@@ -141,8 +168,12 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert len(at.get("plotly_chart")) == 2  # privacy/utility by strength, and the trade-off
     assert any("Recorded: 51 runs, 17 points, from the gallery" in str(p.proto) for p in at.get("progress"))
     assert not at.button[0].disabled and at.button[1].disabled  # Run sweep recomputes here; nothing to stop
-    # a sweep the gallery does not hold waits for Run sweep
+    # every built-in sweep ships: choosing another draws it at once too
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
+    assert not at.exception and len(at.get("plotly_chart")) == 2
+    assert any("Recorded: 24 runs, 8 points, from the gallery" in str(p.proto) for p in at.get("progress"))
+    # a sweep the gallery does not hold (a custom one) waits for Run sweep
+    at.selectbox(key="t_sweep").set_value("custom").run()
     assert not at.exception and not at.get("plotly_chart")
     assert any("Press **Run sweep**" in i.value for i in at.info)
 

@@ -247,22 +247,37 @@ def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
 
 def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -> None:
     """What the attack rebuilt, drawn on the chart above each point of the Pareto front and the undefended
-    point: the best trade-offs and what each still gives away, readable at a glance. (Plotly's hover labels
-    hold text only; a click on any point shows its reconstructions in full below the chart.)"""
+    point: the best trade-offs and what each still gives away, readable at a glance. A picture that would
+    cover one already drawn is left out (the undefended point's first, then the front's from the least
+    leakage up): points crowd where a defense costs nothing, and a pile of thumbnails reads as none. (Plotly's
+    hover labels hold text only; a click on any point shows its reconstructions in full below the chart.)"""
     shown = [r for r in shown if r.get("thumbnail") is not None]
     if not shown:
         return
     xs = [utility_of(r)[1] for r in rows]
     ys = [v for r in rows for v in ([r[key]] + list(r.get("psnr_range") or [] if key == "psnr" else []))]
-    span_x, span_y = max(max(xs) - min(xs), 0.05), max(max(ys) - min(ys), 1e-3)
-    for r in shown:
+    # an accuracy that no defense moves (PLI's client keeps 1.0) widens its axis leftwards, never above 1
+    lo_x = min(xs) if utility_of(rows[0])[0] == "training_loss" else min(min(xs), max(xs) - 0.05)
+    span_x, span_y = max(max(xs) - lo_x, 0.05), max(max(ys) - min(ys), 1e-3)
+    for r in _apart(sorted(shown, key=lambda r: (not r["undefended"], r[key])), key, 0.09 * span_x, 0.16 * span_y):
         url, _ = png_once(("chart", r["index"], r["runs"]), lambda r=r: _small(r["thumbnail"][0]),
                           memo_name="chart_thumbs", limit=80)
         fig.add_layout_image(source=url, x=utility_of(r)[1], y=r[key] + 0.04 * span_y, xref="x", yref="y",
                              sizex=0.09 * span_x, sizey=0.16 * span_y, xanchor="center", yanchor="bottom",
                              sizing="contain", layer="above")
-    fig.update_xaxes(range=[min(xs) - 0.08 * span_x, max(xs) + 0.08 * span_x])
+    fig.update_xaxes(range=[lo_x - 0.08 * span_x, max(xs) + 0.08 * span_x])
     fig.update_yaxes(range=[min(ys) - 0.08 * span_y, max(ys) + 0.28 * span_y])
+
+
+def _apart(rows: list[dict], key: str, width: float, height: float) -> list[dict]:
+    """The rows, in order, whose pictures (width × height in data units, above each point) do not overlap an
+    earlier one's."""
+    kept = []
+    for r in rows:
+        x, y = utility_of(r)[1], r[key]
+        if all(abs(x - utility_of(k)[1]) >= width or abs(y - k[key]) >= height for k in kept):
+            kept.append(r)
+    return kept
 
 
 def _error(rs, key):
