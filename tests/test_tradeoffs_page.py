@@ -76,18 +76,20 @@ def test_a_corrupt_store_is_a_message_on_the_page(tmp_path, monkeypatch):
     assert bad.read_text() == "not a database"
 
 
+def row(i, acc, psnr, undefended=False):
+    """A sweep's row at test accuracy `acc` leaking `psnr`, its thumbnail a flat gray."""
+    import numpy as np
+    pic = np.full((8, 8, 3), i / 10, dtype=np.float32)
+    return {"index": i, "label": "no defense" if undefended else f"p{i}", "undefended": undefended,
+            "dp_sigma": None if undefended else 10.0 ** -i, "runs": 1, "psnr": psnr, "psnr_range": [psnr, psnr],
+            "test_accuracy": acc, "attack_accuracy": None, "privacy": "ε = ∞", "thumbnail": [pic],
+            "originals": [pic]}
+
+
 def test_the_chart_shows_what_the_best_trade_offs_give_away():
     """The Pareto front's points and the undefended one carry their reconstruction on the chart."""
-    import numpy as np
-
     from leakdemo.dashboard.tradeoffs import tradeoff_figure
 
-    def row(i, acc, psnr, undefended=False):
-        pic = np.full((8, 8, 3), i / 10, dtype=np.float32)
-        return {"index": i, "label": "no defense" if undefended else f"p{i}", "undefended": undefended,
-                "dp_sigma": None if undefended else 10.0 ** -i, "runs": 1, "psnr": psnr, "psnr_range": [psnr, psnr],
-                "test_accuracy": acc, "attack_accuracy": None, "privacy": "ε = ∞", "thumbnail": [pic],
-                "originals": [pic]}
     rows = [row(0, 0.95, 90.0, True), row(1, 0.95, 40.0), row(2, 0.9, 10.0), row(3, 0.5, 30.0), row(4, 0.2, 5.0)]
     fig = tradeoff_figure(rows, ["dp_sigma"])
     placed = sorted((round(im.x, 2), round(im.yanchor == "bottom" and im.y, 1)) for im in fig.layout.images)
@@ -101,16 +103,8 @@ def test_the_chart_shows_what_the_best_trade_offs_give_away():
 def test_crowded_points_carry_one_picture_not_a_pile():
     """sweep-dp-dlg's front is three strengths at 96 % accuracy and ~5 dB, tied: their pictures were drawn one
     over another. Now the least leaking one shows; the undefended star keeps its own."""
-    import numpy as np
-
     from leakdemo.dashboard.tradeoffs import tradeoff_figure
 
-    def row(i, acc, psnr, undefended=False):
-        pic = np.full((8, 8, 3), i / 10, dtype=np.float32)
-        return {"index": i, "label": "no defense" if undefended else f"p{i}", "undefended": undefended,
-                "dp_sigma": None if undefended else 10.0 ** -i, "runs": 1, "psnr": psnr, "psnr_range": [psnr, psnr],
-                "test_accuracy": acc, "attack_accuracy": None, "privacy": "ε = ∞", "thumbnail": [pic],
-                "originals": [pic]}
     rows = [row(0, 0.96, 90.0, True), row(1, 0.96, 5.5), row(2, 0.955, 5.0), row(3, 0.95, 5.8), row(4, 0.15, 4.5)]
     fig = tradeoff_figure(rows, ["dp_sigma"])
     placed = sorted((im.x, im.y) for im in fig.layout.images)
