@@ -538,7 +538,7 @@ DEFENSES = {
         "defense", "logit-noise", "Noise on logits",
         "Each client adds Gaussian noise to every logit it shares.",
         params=(Param("logit_sigma", "float", 1.0, "standard deviation of the noise, in logit units", low=0.0,
-                      high=100.0, group="defense", label="Noise σ"),),
+                      high=100.0, log=True, group="defense", label="Noise σ"),),
         protocols=LOGIT_PROTOCOLS, payload="logits"),
     "logit-rounding": Component(
         "defense", "logit-rounding", "Rounded logits",

@@ -118,6 +118,20 @@ def test_crowded_points_carry_one_picture_not_a_pile():
     assert lo <= 0.95 and 1.0 <= hi <= 1.005
 
 
+def test_a_log_axis_over_few_decades_labels_the_swept_values():
+    """CAFE's fake σ from 0.3 to 10 was labelled "3 4 5 … 1 2 … 10" (plotly's leading digits); over two
+    decades or more plotly's own powers of ten stay."""
+    from leakdemo.dashboard.tradeoffs import strength_figure
+
+    def rows(values):
+        return [row(0, 0.95, 30.0, True)] + [{**row(i + 1, 0.95, 10.0), "dp_sigma": v} for i, v in enumerate(values)]
+    x = strength_figure(rows([0.3, 0.721, 1.73, 4.16, 10.0]), ["dp_sigma"], True).layout.xaxis
+    assert x.type == "log" and list(x.tickvals) == [0.3, 0.721, 1.73, 4.16, 10.0]
+    assert list(x.ticktext) == ["0.3", "0.721", "1.73", "4.16", "10"]
+    x = strength_figure(rows([1e-4, 1e-3, 1e-2, 1e-1, 1.0]), ["dp_sigma"], True).layout.xaxis
+    assert x.type == "log" and x.tickvals is None
+
+
 def test_an_accuracy_axis_stays_within_zero_and_one():
     """Two equal accuracies once spread the utility axis over 0.33–1.69; an accuracy is never above 1."""
     from leakdemo.dashboard.tradeoffs import strength_figure

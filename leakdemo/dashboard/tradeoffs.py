@@ -188,7 +188,7 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
         fig.add_hline(y=20, line=dict(color="#e67e22", dash="dash"), annotation_text="20 dB: recognisable",
                       annotation_position="bottom right")
     uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
-    fig.update_xaxes(title_text=axes[0], type="log" if log else None)
+    fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_few_decades(rows, axes[0], log))
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False)
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=_utility_range(rows, uname),
@@ -196,6 +196,15 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     fig.update_layout(title="Leakage and utility against the defense's strength", height=420,
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
     return fig
+
+
+def _few_decades(rows: list[dict], axis: str, log: bool) -> dict:
+    """A log axis over less than two decades labels the swept values themselves: plotly's own ticks there
+    are bare leading digits ("3 4 5 … 1 2 … 10" for 0.3 … 10), unreadable from the back of a room."""
+    values = sorted({r[axis] for r in rows if isinstance(r.get(axis), (int, float)) and r[axis] > 0})
+    if not log or not values or values[-1] >= 100 * values[0]:
+        return {}
+    return {"tickmode": "array", "tickvals": values, "ticktext": [_short(float(v)) for v in values]}
 
 
 def _utility_range(rows: list[dict], name: str) -> list[float] | None:
