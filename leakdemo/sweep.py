@@ -246,6 +246,11 @@ class Sweep:
         check_source(sc)  # e.g. a batch larger than the source: refused without a worker
         return sc
 
+    def scenario(self, index: int) -> Scenario:
+        """The scenario of point `index` at the sweep's first seed and image: what the page's "watch it live"
+        link opens in the Attack Lab (the point's first run, the one its thumbnail shows)."""
+        return self._resolve(self.points[index], self.seeds[0], self.images[0])
+
     def tasks(self) -> list[Task]:
         out = []
         for point in self.points:

@@ -242,6 +242,22 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     with Image.open(shot) as im:
         arr = np.asarray(im.convert("RGB"))
     assert im.width == 1600 and arr.std() > 20  # a real page, not a blank one
+    # a click on a point of the trade-off chart shows its reconstruction and a link to watch it live in the Lab
+    chart = page.locator(".js-plotly-plot").nth(1)
+    point = chart.locator(".scatterlayer .trace").first.locator("path.point").last  # σ = 1, the strongest
+    box = point.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.get_by_text("what the attack rebuilt (first run)").wait_for(timeout=30_000)
+    href = page.get_by_role("link", name="Watch this run live in the Attack Lab").get_attribute("href")
+    assert href.startswith("./?") and "preset=dlg" in href and "dp_sigma=1.0" in href and "iterations=40" in href
+    lab = new_page(browser, "lab-from-sweep")
+    lab.goto(f"{server}/{href[2:]}")
+    lab.get_by_role("button", name="Run attack").wait_for(timeout=60_000)
+    assert "Ignored from the link" not in lab.content()
+    scenario = lab.get_by_text("Scenario: preset").first.inner_text()
+    assert "16×16 px" in scenario and "Gaussian" in lab.content(), scenario
+    lab.close()
     # the same sweep again: every run from the store, the chart at once
     t1 = time.perf_counter()
     page.get_by_role("button", name="Run sweep").click()

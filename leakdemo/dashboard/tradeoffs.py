@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from urllib.parse import urlencode
 
 import numpy as np
 import plotly.graph_objects as go
@@ -22,6 +23,7 @@ from ..sweeps import sweeps
 from ..tradeoff import UTILITY_TITLES, plain, privacy_key, sweep_csv
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
+from .state import to_query
 from .sweep_job import SweepJob, pool_runner
 
 CUSTOM = "custom"
@@ -461,7 +463,7 @@ def sweep_panel(pace) -> None:
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
         picked = right.plotly_chart(memo[2], key="t_tradeoff", on_select="rerun",
                                     selection_mode="points", config={"displayModeBar": False})
-        _picked_point(rows, picked)
+        _picked_point(rows, picked, job)
         _strip(rows, axes)
         _table(rows, axes, job)
     if (None if job.done else POLL_SECONDS) != pace:
@@ -480,7 +482,7 @@ def failure_lines(rows: list[dict], most: int = 5) -> str | None:
     return "  \n".join(lines)
 
 
-def _picked_point(rows: list[dict], picked) -> None:
+def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
     points = (picked or {}).get("selection", {}).get("points", []) if isinstance(picked, dict) else \
         getattr(getattr(picked, "selection", None), "points", []) or []
     if not points:
@@ -495,6 +497,13 @@ def _picked_point(rows: list[dict], picked) -> None:
     for i, (o, rec) in enumerate(zip(row["originals"], row["thumbnail"])):
         cols[2 * i].image(_picture(o), caption="original", clamp=True)
         cols[2 * i + 1].image(_picture(rec), caption="reconstruction", clamp=True)
+    try:
+        query = to_query(job.sweep.scenario(index))
+    except (LeakdemoError, IndexError):  # a point refused before running has no run to watch
+        return
+    st.link_button("Watch this run live in the Attack Lab", "./?" + urlencode(query),
+                   icon=":material/science:", help="Opens the Lab (in a new tab) on this point's first run — "
+                   "the same scenario, seed and image — ready to run, so the class sees it rebuilt step by step.")
 
 
 def _strip(rows: list[dict], axes: list[str]) -> None:
