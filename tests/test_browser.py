@@ -106,8 +106,12 @@ def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
     for label in ("SSIM", "LPIPS", "Label accuracy"):
         assert metric_value(page, label)
     for i in range(2):  # the original and the reconstruction grow with the window: a third of its height
-        drawn = page.locator('[data-testid="stMain"] [data-testid="stImage"] img').nth(i).evaluate(DRAWN_SIZE)
+        img = page.locator('[data-testid="stMain"] [data-testid="stImage"] img').nth(i)
+        drawn = img.evaluate(DRAWN_SIZE)
         assert 300 <= drawn[1] <= 0.35 * 1000 + 1, drawn
+        # and they are on screen without scrolling: the threat model folded to one line once the run began
+        assert img.evaluate("i => i.getBoundingClientRect().bottom") <= 1000
+    assert not page.get_by_text("Assumed to know").is_visible()
     assert "preset=dlg" in page.url and "seed=1" in page.url  # coffee is the preset's own image: not repeated
     page.get_by_role("button", name="scenario.json").wait_for(timeout=30_000)
     with page.expect_download(timeout=30_000) as download:  # handed over when clicked (deferred data)

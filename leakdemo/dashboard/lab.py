@@ -303,10 +303,17 @@ def _data_widgets(where, source: str):
 
 # ---------------------------------------------------------------- main area
 
-def threat_card(s) -> None:
+THREAT_TITLE = "Threat model — what the attacker gets"
+
+
+def threat_card(s, folded: bool = False) -> None:
+    """What the attacker receives and knows. Once a run is on the page the card folds to one line: the class
+    has read it, and on a 1280×720 projector the open card (~320 px) pushed the pictures below the fold."""
     protocol, attack, defense = catalog.components(s["protocol"], s["attack"], s["defense"])
-    with st.container(border=True):
-        st.markdown("#### :material/policy: Threat model — what the attacker gets")
+    box = st.expander(THREAT_TITLE, icon=":material/policy:") if folded else st.container(border=True)
+    with box:
+        if not folded:
+            st.markdown(f"#### :material/policy: {THREAT_TITLE}")
         c1, c2 = st.columns(2)
         c1.markdown(f"**Receives:** {protocol.receives(s)}.")
         c1.markdown("**Does not receive:** the images or their labels. Scores are computed outside the attack.")
@@ -327,8 +334,8 @@ def threat_card(s) -> None:
         c2.markdown("**Assumed to know:**\n" + "\n".join(f"- {k}" for k in attack.knowledge))
         knobs = [f"{p.name} = {s[p.name]}" for p in protocol.params if p.defends]
         st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
-        for w in s.warnings:
-            st.warning(w, icon=":material/warning:")
+    for w in s.warnings:
+        st.warning(w, icon=":material/warning:")
 
 
 def _chart(handle):
@@ -505,8 +512,9 @@ def main() -> None:
         query = state.to_query(scenario)
         if dict(st.query_params) != query:
             st.query_params.from_dict(query)
-        threat_card(scenario)
     handle = st.session_state.get("handle")
+    if scenario is not None:
+        threat_card(scenario, folded=handle is not None)
     pace = _pace(handle)
     st.fragment(run_every=pace)(run_panel)(scenario, problem, uploads, pace)
 
