@@ -5,6 +5,7 @@ import streamlit as st
 
 from .. import catalog
 from ..scenario import presets
+from ..sweeps import sweeps
 
 
 def _params_table(params) -> None:
@@ -32,5 +33,23 @@ def main() -> None:
                     st.markdown("Assumes the attacker knows: " + "; ".join(c.knowledge) + ".")
                 _params_table(c.params)
     st.header("Presets")
-    st.dataframe([{"preset": p.name, "title": p.title, "description": p.description} for p in presets().values()],
-                 hide_index=True, width="stretch")
+    st.caption("Ready-made scenarios: a preset's name opens it in the Attack Lab (a new tab), ready to run.")
+    st.markdown(_linked_table("preset", [(p.name, f"./?preset={p.name}", p.title, p.description)
+                                         for p in presets().values()]))
+    st.header("Sweeps")
+    st.caption("Built-in sweeps of a defense's strength: a sweep's name opens it on the Trade-offs page (a new "
+               "tab), drawn at once from the gallery's recording.")
+    st.markdown(_linked_table("sweep", [(s.name, f"./Tradeoffs?sweep={s.name}", s.title, s.description)
+                                        for s in sweeps().values()]))
+
+
+def _linked_table(what: str, rows: list[tuple[str, str, str, str]]) -> str:
+    """A markdown table whose first column links each name to where it runs: real links, one click away (a
+    dataframe's link cells take two clicks and no right-click), and every description in full."""
+    def cell(text: str) -> str:  # the text as written: no emphasis, links, formulas or cell breaks of its own
+        for ch in "\\`*_[]$|":
+            text = text.replace(ch, "\\" + ch)
+        return text.replace("\n", " ")
+    lines = [f"| {what} | title | what it shows |", "|---|---|---|"]
+    lines += [f"| [**{name}**]({url}) | {cell(title)} | {cell(description)} |" for name, url, title, description in rows]
+    return "\n".join(lines)

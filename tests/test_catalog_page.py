@@ -1,0 +1,27 @@
+"""The Catalog page: every part the Lab combines, and every preset and sweep one click from where it runs."""
+import os
+
+from streamlit.testing.v1 import AppTest
+
+from leakdemo import catalog
+from leakdemo.scenario import presets
+from leakdemo.sweeps import sweeps
+
+PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pages", "1_Catalog.py")
+
+
+def test_the_catalog_lists_every_part_and_links_every_preset_and_sweep():
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception and not at.error
+    labels = " ".join(e.label for e in at.expander)
+    for table in (catalog.PROTOCOLS, catalog.ATTACKS, catalog.DEFENSES):
+        assert all(f"(`{name}`)" in labels for name in table)
+    tables = [m.value for m in at.markdown if m.value.startswith("| preset |") or m.value.startswith("| sweep |")]
+    assert len(tables) == 2
+    # every name links to where it runs (the Lab reads ?preset=, the Trade-offs page ?sweep=), description in full
+    for name, p in presets().items():
+        assert f"| [**{name}**](./?preset={name}) |" in tables[0]
+    for name in sweeps():
+        assert f"| [**{name}**](./Tradeoffs?sweep={name}) |" in tables[1]
+    assert tables[0].count("\n") == len(presets()) + 1 and tables[1].count("\n") == len(sweeps()) + 1
+    assert "images in \\[0, 1\\]" in tables[0]  # written as is, never taken for a link
