@@ -263,3 +263,12 @@ def test_a_bad_server_setting_shows_in_the_sidebar():
         assert [w.value for w in at.sidebar.warning] == pool.CONFIG_PROBLEMS
     finally:
         pool.CONFIG_PROBLEMS.pop()
+
+
+def test_a_run_lists_its_phases_once_not_every_round():
+    from leakdemo.dashboard.lab import shown_notes
+    pli = ["round 1 of 5: training the inversion network"] + [f"round {r} of 5: new logits arrived" for r in range(2, 6)]
+    assert shown_notes(pli) == [pli[0], "round 5 of 5: new logits arrived"]
+    cafe = ["Step I: solving", "Step II: recovering the first FC layer's inputs", "Step III: recovering the images"]
+    assert shown_notes(cafe) == cafe  # distinct phases keep their order
+    assert shown_notes(cafe + ["queued again at the same place"]) == cafe[1:] + ["queued again at the same place"]

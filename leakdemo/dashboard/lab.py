@@ -5,6 +5,7 @@ Layout and widgets only: the scenario logic is in state.py and the engine, runs 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 
@@ -354,11 +355,22 @@ def _chart(handle):
     return fig, loss
 
 
+def shown_notes(notes: list[str], n: int = 3) -> list[str]:
+    """The newest n distinct notes, newest last. A note that only renumbers an earlier one replaces it:
+    PLI's "round 5 of 5: new logits arrived" stands for rounds 2 to 5, not three captions of them."""
+    kept: dict[str, str] = {}
+    for note in notes:
+        key = re.sub(r"\d+", "#", note)
+        kept.pop(key, None)
+        kept[key] = note
+    return list(kept.values())[-n:]
+
+
 def run_view(handle) -> None:
     """One run as it stands: progress, the images, the metrics and, once finished, the downloads."""
     with handle.lock:
         status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
-        notes = list(handle.notes[-3:])
+        notes = shown_notes(handle.notes)
         matching = handle.matching
     if status == "queued":
         st.progress(0.0, text=queue_line(run_pool(), handle))
