@@ -272,3 +272,17 @@ def test_a_run_lists_its_phases_once_not_every_round():
     cafe = ["Step I: solving", "Step II: recovering the first FC layer's inputs", "Step III: recovering the images"]
     assert shown_notes(cafe) == cafe  # distinct phases keep their order
     assert shown_notes(cafe + ["queued again at the same place"]) == cafe[1:] + ["queued again at the same place"]
+
+
+def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten():
+    from types import SimpleNamespace
+
+    from leakdemo.dashboard.lab import _chart
+    from leakdemo.dashboard.pool import CURVES, Thinned
+    curves = {k: Thinned(400) for k in CURVES}
+    for i, (psnr, s, loss) in enumerate([(9.0, 0.1, 50.0), (31.0, 0.9, 1e-3), (56.0, 1.0, 2e-6)]):
+        for k, v in dict(iteration=i * 100, psnr=psnr, ssim=s, loss=loss).items():
+            curves[k].offer(v)
+    quality, loss = _chart(SimpleNamespace(curves=curves))
+    assert list(quality.layout.yaxis2.tickvals) == [0, 0.25, 0.5, 0.75, 1]  # not the PSNR grid's 0.569, 0.853
+    assert loss.layout.yaxis.exponentformat == "power"  # 10⁻⁶, not "1μ"
