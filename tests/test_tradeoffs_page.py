@@ -120,7 +120,7 @@ def test_crowded_points_carry_one_picture_not_a_pile():
 
 def test_a_log_axis_over_few_decades_labels_the_swept_values():
     """CAFE's fake σ from 0.3 to 10 was labelled "3 4 5 … 1 2 … 10" (plotly's leading digits); over two
-    decades or more plotly's own powers of ten stay."""
+    decades or more plotly's own decades stay, written as powers of ten (its SI default read "100μ")."""
     from leakdemo.dashboard.tradeoffs import strength_figure
 
     def rows(values):
@@ -129,7 +129,7 @@ def test_a_log_axis_over_few_decades_labels_the_swept_values():
     assert x.type == "log" and list(x.tickvals) == [0.3, 0.721, 1.73, 4.16, 10.0]
     assert list(x.ticktext) == ["0.3", "0.721", "1.73", "4.16", "10"]
     x = strength_figure(rows([1e-4, 1e-3, 1e-2, 1e-1, 1.0]), ["dp_sigma"], True).layout.xaxis
-    assert x.type == "log" and x.tickvals is None
+    assert x.type == "log" and x.tickvals is None and x.exponentformat == "power"
 
 
 def test_an_accuracy_axis_stays_within_zero_and_one():

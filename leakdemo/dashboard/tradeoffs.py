@@ -195,17 +195,21 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
                      secondary_y=False)
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=_utility_range(rows, uname),
                      tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
-    fig.update_layout(title="Leakage and utility against the defense's strength", height=420,
-                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
+    fig.update_layout(title=dict(text="Leakage and utility against the defense's strength",
+                                 subtitle=dict(text="solid: what the attack recovers · dashed: what the federation learns")),
+                      height=420, margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.25, entrywidth=0.5, entrywidthmode="fraction"))
     return fig
 
 
 def _few_decades(rows: list[dict], axis: str, log: bool) -> dict:
     """A log axis over less than two decades labels the swept values themselves: plotly's own ticks there
-    are bare leading digits ("3 4 5 … 1 2 … 10" for 0.3 … 10), unreadable from the back of a room."""
+    are bare leading digits ("3 4 5 … 1 2 … 10" for 0.3 … 10), unreadable from the back of a room. A wider
+    one writes its decades as powers of ten."""
     values = sorted({r[axis] for r in rows if isinstance(r.get(axis), (int, float)) and r[axis] > 0})
-    if not log or not values or values[-1] >= 100 * values[0]:
+    if not log or not values:
         return {}
+    if values[-1] >= 100 * values[0]:
+        return {"exponentformat": "power"}  # 10⁻⁴, not plotly's SI "100μ"
     return {"tickmode": "array", "tickvals": values, "ticktext": [_short(float(v)) for v in values]}
 
 
@@ -249,10 +253,13 @@ def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
     _thumbnails(fig, usable, [r for r in usable if r["index"] in front or r["undefended"]], key)
     uname = utility_of(usable[0])[0] if usable else "test_accuracy"
     better = "lower-left" if uname == "training_loss" else "lower-right"
-    fig.update_layout(title=f"Privacy against utility ({better} is better; click a point)", height=420,
+    # the hint as a subtitle: in one line the title ran past a half-width chart on a 1280-px screen
+    fig.update_layout(title=dict(text="Privacy against utility",
+                                 subtitle=dict(text=f"{better} is better · click a point to see its run")),
+                      height=420,
                       xaxis_title=UTILITY_TITLES[uname],
                       yaxis_title="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
-                      margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.25))
+                      margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.25))
     return fig
 
 
