@@ -27,6 +27,11 @@ def plain(row: dict) -> dict:
     return out
 
 
+# Attack accuracy is a share, drawn on its whole scale: there 0.7 to 0.85 reads as the noise between seeds it
+# is, not the swing an axis from 0.7 to 0.85 made of it (`sweep-topk-pli`, where top-k protects nothing)
+SHARE_RANGE = [-0.03, 1.05]
+
+
 def privacy_key(rows: list[dict]) -> str:
     return "attack_accuracy" if any(r.get("attack_accuracy") is not None for r in rows) else "psnr"
 
@@ -109,6 +114,8 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
             left.set_xscale("symlog", linthresh=min([x for x in xs if x] or [1]))
         else:
             left.set_xscale("log")
+    if key == "attack_accuracy":
+        left.set_ylim(*SHARE_RANGE)
     left.set_xlabel("ε (δ as set; lower is more private)" if by_epsilon else (axes[0] if axes else ""))
     left.set_ylabel(ylabel)
     if twin is not None:
@@ -154,6 +161,8 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
             right.axhline(20, color="#e67e22", linestyle="--", linewidth=1)
         right.set_xlabel(UTILITY_TITLES[uname] + (" (lower is better)" if uname == "training_loss" else ""))
         right.set_ylabel(ylabel)
+        if key == "attack_accuracy":
+            right.set_ylim(*SHARE_RANGE)
         right.legend(fontsize=7, loc="best")
         right.grid(alpha=0.3)
         corner = "lower-left" if uname == "training_loss" else "lower-right"

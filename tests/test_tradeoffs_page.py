@@ -118,6 +118,19 @@ def test_crowded_points_carry_one_picture_not_a_pile():
     assert lo <= 0.95 and 1.0 <= hi <= 1.005
 
 
+def test_attack_accuracy_is_drawn_on_its_whole_scale():
+    """sweep-topk-pli's attack accuracy moves between 0.7 and 0.85 with top-k — seed noise, the defense protects
+    nothing — and an axis from 0.7 to 0.85 drew it as a swing across the chart. A share now spans 0 to 1."""
+    from leakdemo.dashboard.tradeoffs import strength_figure, tradeoff_figure
+
+    rows = [row(0, 1.0, 0.0, True), row(1, 1.0, 0.0), row(2, 0.99, 0.0), row(3, 0.98, 0.0)]
+    for r, acc in zip(rows, [0.8, 0.85, 0.7, 0.75]):
+        r["psnr"], r["attack_accuracy"], r["psnr_range"] = 15.0, acc, None
+    for fig in (strength_figure(rows, ["dp_sigma"], True), tradeoff_figure(rows, ["dp_sigma"])):
+        lo, hi = fig.layout.yaxis.range
+        assert lo <= 0 and hi >= 1
+
+
 def test_a_log_axis_over_few_decades_labels_the_swept_values():
     """CAFE's fake σ from 0.3 to 10 was labelled "3 4 5 … 1 2 … 10" (plotly's leading digits); over two
     decades or more plotly's own decades stay, written as powers of ten (its SI default read "100μ")."""

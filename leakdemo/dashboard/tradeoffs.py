@@ -20,7 +20,7 @@ from ..scenario import load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
-from ..tradeoff import UTILITY_TITLES, plain, privacy_key, sweep_csv
+from ..tradeoff import SHARE_RANGE, UTILITY_TITLES, plain, privacy_key, sweep_csv
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
 from .state import to_query
@@ -192,7 +192,7 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
     fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_few_decades(rows, axes[0], log))
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
-                     secondary_y=False)
+                     secondary_y=False, range=SHARE_RANGE if key == "attack_accuracy" else None)
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=_utility_range(rows, uname),
                      tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
     fig.update_layout(title=dict(text="Leakage and utility against the defense's strength",
@@ -250,6 +250,8 @@ def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
         pts = sorted((utility_of(r)[1], r[key]) for r in usable if r["index"] in front)
         fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", name="Pareto front",
                                  line=dict(color="black", width=1, dash="dot"), hoverinfo="skip"))
+    if key == "attack_accuracy":
+        fig.update_yaxes(range=SHARE_RANGE)
     _thumbnails(fig, usable, [r for r in usable if r["index"] in front or r["undefended"]], key)
     uname = utility_of(usable[0])[0] if usable else "test_accuracy"
     better = "lower-left" if uname == "training_loss" else "lower-right"
@@ -274,6 +276,7 @@ def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -
         return
     xs = [utility_of(r)[1] for r in rows]
     ys = [v for r in rows for v in ([r[key]] + list(r.get("psnr_range") or [] if key == "psnr" else []))]
+    ys += [0.0, 1.0] if key == "attack_accuracy" else []  # a share: its whole scale (see SHARE_RANGE)
     # an accuracy that no defense moves (PLI's client keeps 1.0) widens its axis leftwards, never above 1
     lo_x = min(xs) if utility_of(rows[0])[0] == "training_loss" else min(min(xs), max(xs) - 0.05)
     span_x, span_y = max(max(xs) - lo_x, 0.05), max(max(ys) - min(ys), 1e-3)
