@@ -129,6 +129,7 @@ def test_attack_accuracy_is_drawn_on_its_whole_scale():
     for fig in (strength_figure(rows, ["dp_sigma"], True), tradeoff_figure(rows, ["dp_sigma"])):
         lo, hi = fig.layout.yaxis.range
         assert lo <= 0 and hi >= 1
+        assert fig.layout.yaxis.tickvals is None or max(fig.layout.yaxis.tickvals) == 1  # no "1.2" on a share
 
 
 def test_a_log_axis_over_few_decades_labels_the_swept_values():

@@ -250,8 +250,8 @@ def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
         pts = sorted((utility_of(r)[1], r[key]) for r in usable if r["index"] in front)
         fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", name="Pareto front",
                                  line=dict(color="black", width=1, dash="dot"), hoverinfo="skip"))
-    if key == "attack_accuracy":
-        fig.update_yaxes(range=SHARE_RANGE)
+    if key == "attack_accuracy":  # ticks up to 1 only: the room above is for the pictures
+        fig.update_yaxes(range=SHARE_RANGE, tickmode="array", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1])
     _thumbnails(fig, usable, [r for r in usable if r["index"] in front or r["undefended"]], key)
     uname = utility_of(usable[0])[0] if usable else "test_accuracy"
     better = "lower-left" if uname == "training_loss" else "lower-right"
