@@ -308,17 +308,20 @@ def test_compare_replays_two_showcases_in_sync(server, browser):
 
 def test_four_runs_side_by_side_each_fit_their_column(server, browser):
     """Four runs on a laptop's 1280 px: every picture shrinks to its own column (they once kept their
-    420–560 px and covered each other)."""
+    420–560 px and covered each other), and all four start at one height, whatever their titles' lengths (a
+    defense's parameters wrap to more lines and pushed its run's picture down)."""
     page = new_page(browser, "compare4", (1280, 800))
     page.goto(f"{server}/Compare?runs=g1,g2,g5,g6")
     page.get_by_text("iteration", exact=False).first.wait_for(timeout=60_000)
     page.wait_for_timeout(1500)
     boxes = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stImage"] img')].map(img => {
         const col = img.closest('[data-testid="stColumn"]').getBoundingClientRect(), b = img.getBoundingClientRect();
-        return [b.left, b.right, col.left, col.right, b.width]; })""")
+        return [b.left, b.right, col.left, col.right, b.width, b.top]; })""")
     assert len(boxes) == 4, boxes
     assert all(c_left - 1 <= left and right <= c_right + 1 and width > 100
-               for left, right, c_left, c_right, width in boxes), boxes
+               for left, right, c_left, c_right, width, _ in boxes), boxes
+    tops = [b[5] for b in boxes]
+    assert max(tops) - min(tops) <= 1, tops
     assert_no_traceback(page)
     page.close()
 

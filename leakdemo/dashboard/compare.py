@@ -293,12 +293,13 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         st.session_state["c_seek"] = pos
         c3.slider("Position in the run", 0.0, 1.0, key="c_seek", step=0.01, format="%.2f",
                   label_visibility="collapsed", on_change=_seek)
-    cols = st.columns(len(runs))
-    for col, (ref, run) in zip(cols, runs):
+    # the titles in a row of their own: a title that wraps to two lines no longer pushes its pictures below the others'
+    heads, cols = st.columns(len(runs)), st.columns(len(runs))
+    for head, col, (ref, run) in zip(heads, cols, runs):
         it, images = frame_at(run, pos)
         p = run.scenario.get("params", {})
         originals = shown_originals(run.started.originals, run.finished.metrics)
-        col.markdown(f"**{str(p.get('attack', '')).upper()}** on {p.get('protocol')} · defense "
+        head.markdown(f"**{str(p.get('attack', '')).upper()}** on {p.get('protocol')} · defense "
                      f"**{_defense(p)}**")
         single = len(originals) == 1
         final = pos >= 1.0
