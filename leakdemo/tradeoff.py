@@ -15,7 +15,7 @@ from .sweep import pareto, utility_of
 COLUMNS = ("index", "label", "undefended", "runs", "failed", "psnr", "psnr_range", "ssim", "lpips", "recognisable",
            "attack_accuracy", "test_accuracy", "test_accuracy_range", "clean_test_accuracy", "training_loss",
            "client_accuracy", "epsilon", "privacy", "seconds", "errors")
-UTILITY_TITLES = {"test_accuracy": "test accuracy of the federation (held-out digits)",
+UTILITY_TITLES = {"test_accuracy": "federation's accuracy (held-out digits)",
                   "client_accuracy": "clients' test accuracy", "training_loss": "federation's training loss"}
 
 

@@ -213,3 +213,17 @@ def test_a_sweep_shown_under_another_choice_says_so(tmp_path, monkeypatch):
     assert not any("Showing the sweep last run" in c.value for c in at.caption)
     at.text_input(key="t_vary").set_value("prune_ratio=0..0.5:2").run()  # another sweep described, not run
     assert any("Showing the sweep last run" in c.value for c in at.caption)
+
+
+def test_the_strength_chart_names_each_series_once():
+    """Two series (clipped and not) had four legend entries, "leakage dp_clip=0.0" and so on, which ran over
+    each other on a 1024-px laptop: now one per series, by colour; the subtitle tells solid from dashed."""
+    from leakdemo.dashboard.tradeoffs import strength_figure
+
+    rows = [row(0, 0.95, 90.0, True)] + [{**row(i + 1, 0.9, 30.0 - i), "dp_clip": c}
+                                         for i, c in enumerate([0.0, 0.0, 4.0, 4.0])]
+    fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True)
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["dp_clip=0.0", "dp_clip=4.0"]
+    assert "solid" in fig.layout.title.subtitle.text and "dashed" in fig.layout.title.subtitle.text
+    one = strength_figure(rows[:3], ["dp_sigma"], True)
+    assert [t.name for t in one.data] == ["leakage", "utility"]

@@ -556,7 +556,7 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
     blanked a busy classroom's tabs)."""
     handle = st.session_state.get("handle")
     running = handle is not None and not handle.done
-    c1, c2, c3 = st.columns([1, 1, 4])
+    c1, c2, c3 = st.columns([1.5, 1.1, 3.4])  # "Run attack" whole on a 1024-px laptop (it read "Ru…")
     c1.button("Run attack", type="primary", disabled=problem is not None or scenario is None, on_click=_start,
               args=(scenario, uploads), icon=":material/play_arrow:", width="stretch")
     c2.button("Stop", disabled=not running, on_click=_stop, icon=":material/stop:", width="stretch")

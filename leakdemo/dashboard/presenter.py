@@ -311,7 +311,7 @@ def sweep_scene(name: str, choices: dict) -> None:
     """A built-in sweep's chart, drawn from this machine's run store when it holds every run, else from the
     gallery's recording (sweep-dp-dlg ships there); otherwise it says what to run."""
     from ..sweeps import sweeps
-    from .tradeoffs import strength_figure
+    from .tradeoffs import LINE_STYLES, strength_figure
     spec = sweeps()[name]
     memo = st.session_state.setdefault("p_sweep_rows", {})
     if name not in memo:
@@ -325,7 +325,9 @@ def sweep_scene(name: str, choices: dict) -> None:
         return
     fig = strength_figure(rows, [a.name for a in axes], axes[0].log)
     big, bigger = dict(size=BIG_FONT), dict(size=BIG_FONT + 4)  # the theme sizes each part: each is set here
-    fig.update_layout(height=None, font=big, title=None, legend=dict(font=big, y=-0.2))
+    # no title (the scene's heading says it), so the key to solid and dashed lines heads the legend
+    fig.update_layout(height=None, font=big, title=None,
+                      legend=dict(font=big, y=-0.2, title=dict(text=LINE_STYLES, font=big)))
     fig.update_xaxes(tickfont=big, title_font=bigger)
     fig.update_yaxes(tickfont=big, title_font=bigger)
     fig.update_annotations(font=big)

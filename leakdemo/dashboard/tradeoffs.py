@@ -169,6 +169,9 @@ def _series(rows: list[dict], axes: list[str]) -> list[tuple[str, list[dict]]]:
             for v in dict.fromkeys(r.get(axes[1]) for r in rows)]
 
 
+LINE_STYLES = "solid: the attack · dashed: the federation"  # the strength chart's key to its lines
+
+
 def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     """Leakage (left axis) and utility (right axis) against the swept strength: where the knee is."""
     key = privacy_key(rows)
@@ -177,13 +180,16 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     for i, (name, rs) in enumerate(_series(rows, axes)):
         color = COLORS[i % len(COLORS)]
         xs = [r.get(axes[0]) for r in rs]
-        fig.add_trace(go.Scatter(x=xs, y=[r.get(key) for r in rs], mode="lines+markers", name=f"leakage {name}",
-                                 line=dict(color=color, width=3), marker=dict(size=9)), secondary_y=False)
+        # several series: one legend entry each, by colour (the subtitle tells solid from dashed); four entries
+        # of "leakage dp_clip=0.0"… ran over each other on a 1024-px laptop
+        fig.add_trace(go.Scatter(x=xs, y=[r.get(key) for r in rs], mode="lines+markers", name=name or "leakage",
+                                 legendgroup=name, line=dict(color=color, width=3), marker=dict(size=9)),
+                      secondary_y=False)
         util = [utility_of(r)[1] for r in rs]
         if any(u is not None for u in util):
-            fig.add_trace(go.Scatter(x=xs, y=util, mode="lines+markers", name=f"utility {name}",
-                                     line=dict(color=color, dash="dash"), marker=dict(symbol="square")),
-                          secondary_y=True)
+            fig.add_trace(go.Scatter(x=xs, y=util, mode="lines+markers", name=name or "utility", legendgroup=name,
+                                     showlegend=not name, line=dict(color=color, dash="dash"),
+                                     marker=dict(symbol="square")), secondary_y=True)
     if clean is not None and clean.get(key) is not None:
         fig.add_hline(y=clean[key], line=dict(color="#c0392b", dash="dot"), annotation_text="no defense")
     if key == "psnr":
@@ -195,9 +201,10 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
                      secondary_y=False, range=SHARE_RANGE if key == "attack_accuracy" else None)
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=_utility_range(rows, uname),
                      tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
-    fig.update_layout(title=dict(text="Leakage and utility against the defense's strength",
-                                 subtitle=dict(text="solid: what the attack recovers · dashed: what the federation learns")),
-                      height=420, margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.25, entrywidth=0.5, entrywidthmode="fraction"))
+    # short enough for a half-width chart on a 1024-px laptop ("… against the defense's strength" ran past it)
+    fig.update_layout(title=dict(text="Leakage and utility by strength",
+                                 subtitle=dict(text=LINE_STYLES)),
+                      height=420, margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.25))
     return fig
 
 
@@ -209,7 +216,7 @@ def _few_decades(rows: list[dict], axis: str, log: bool) -> dict:
     if not log or not values:
         return {}
     if values[-1] >= 100 * values[0]:
-        return {"exponentformat": "power"}  # 10⁻⁴, not plotly's SI "100μ"
+        return {"exponentformat": "power", "dtick": 1}  # 10⁻⁴, not plotly's SI "100μ"; no "2 5" between them
     return {"tickmode": "array", "tickvals": values, "ticktext": [_short(float(v)) for v in values]}
 
 
@@ -415,7 +422,7 @@ def main() -> None:
     if st.session_state.get("t_store_problem"):
         st.warning(f"{st.session_state['t_store_problem']}. Sweeping without the store.")
     job = _recorded(spec, st.session_state.get("t_job")) if problem is None else st.session_state.get("t_job")
-    c1, c2, c3 = st.columns([1, 1, 4])
+    c1, c2, c3 = st.columns([1.5, 1.1, 3.4])  # "Run sweep" whole on a 1024-px laptop (it read "Ru…")
     c1.button("Run sweep", type="primary", disabled=problem is not None, on_click=_start, args=(spec,),
               icon=":material/play_arrow:", width="stretch")
     c2.button("Stop", disabled=job is None or job.done, on_click=_stop, icon=":material/stop:", width="stretch")

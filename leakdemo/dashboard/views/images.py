@@ -5,7 +5,7 @@ import numpy as np
 import streamlit as st
 
 from ...artifacts import mosaic, mosaic_layout, psnr_color
-from ..pictures import batch_grid, batch_zoom, show
+from ..pictures import batch_grid, batch_zoom, show, titled_columns
 
 ROW_KEY = "ld_row"
 ROW_HEIGHT = "34vh"  # the row's pictures fill their columns up to this: big on a projector, the curves in reach
@@ -16,11 +16,10 @@ def images_panel(seq: int, started, originals: np.ndarray, images, per: list, fr
     """A few private images: originals on the left, the reconstruction (matched to them) in the same places
     on the right — a row for one or two images, a block for a batch."""
     row = len(originals) <= 2  # one or two images grow with the window (a projector), up to ROW_HEIGHT
-    left, right = st.container(key=ROW_KEY if row else None).columns(2, gap="large")
-    left.markdown('<span class="ld-orig">Original (private, never sent)</span>', unsafe_allow_html=True)
+    left, right = titled_columns("Original (private, never sent)", "Reconstruction (what the server rebuilt)",
+                                 st.container(key=ROW_KEY if row else None))
     z = None if row else batch_zoom(len(originals), originals.shape[1])
     show(left, ("row", seq, -1), lambda: batch_grid(originals), z, ", ".join(started.names[:16]))
-    right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
     if images is not None:
         show(right, ("row", seq, frame), lambda: batch_grid(images), z,
               " · ".join(f"{v:.1f} dB" for v in per[:16]) or None)

@@ -8,7 +8,7 @@ import streamlit as st
 
 from ...artifacts import grid, mosaic, mosaic_layout, psnr_color
 from ...settings import tile_grid, tiles
-from ..pictures import RECON_COLOR, show, zoom
+from ..pictures import RECON_COLOR, show, titled_columns, zoom
 
 PAGE = 100  # samples per page of the data-set view
 
@@ -27,11 +27,9 @@ def dataset_panel(run: int, started, originals: np.ndarray, images, per: list, i
     size = originals.shape[1]
     cols, shown_cell = mosaic_layout(min(PAGE, n), size, width=640)
     cell, z = 2 * size, zoom(size, shown_cell)
-    left, right = st.columns(2, gap="large")
     what = "the batch DLG attacked" if ids is not None else f"all {n} training samples"
-    left.markdown(f'<span class="ld-orig">Original — {what} (private, never sent)</span>', unsafe_allow_html=True)
+    left, right = titled_columns(f"Original — {what} (private, never sent)", "Reconstruction (what the server rebuilt)")
     show(left, ("orig", run, start, ids is None), lambda: mosaic(originals[shown], cols, cell, border=1), z)
-    right.markdown('<span class="ld-recon">Reconstruction (what the server rebuilt)</span>', unsafe_allow_html=True)
     if images is not None and len(per) == n:
         frames = [psnr_color(v) for v in per[shown]]
         key = ("recon", run, start, frame)
