@@ -194,9 +194,9 @@ def test_pli_shows_each_private_class_beside_pli_and_tbi(server, browser):
     page.get_by_text("TBI baseline (client logits only)").wait_for(timeout=30_000)
     body = page.inner_text("body")
     assert "✓ digit" in body and "Communication round 2 of 2" in body, body[-1500:]
-    assert metric_value(page, "Attack accuracy (PLI)").endswith("%")
-    assert metric_value(page, "Client accuracy").endswith("%")
-    page.get_by_text("Attack accuracy (share of target classes)").first.wait_for(timeout=30_000)
+    assert metric_value(page, "PLI accuracy").endswith("%")
+    assert metric_value(page, "Utility").endswith("%")
+    page.get_by_text("share of target classes").first.wait_for(timeout=30_000)  # the accuracy chart's axis
     assert_no_traceback(page)
 
 

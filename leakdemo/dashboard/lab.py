@@ -442,11 +442,11 @@ def run_view(handle) -> None:
                  ("metrics.json", "application/json"), ("scenario.json", "application/json")]
         if "matching.png" in handle.artifacts:
             files.append(("matching.png", "image/png"))
-        cols = st.columns(len(files))
-        for col, (name, mime) in zip(cols, files):
+        row = st.container(horizontal=True)  # buttons as wide as their names, wrapping: no "scenario.j…" at 1024 px
+        for name, mime in files:
             # handed over when clicked (deferred): no media file exists before, so none can vanish under a
             # browser that fetches it while the page redraws (a busy classroom showed such 404s)
-            col.download_button(name, lambda blob=handle.artifacts[name]: blob, file_name=name, mime=mime,
+            row.download_button(name, lambda blob=handle.artifacts[name]: blob, file_name=name, mime=mime,
                                 key=f"dl_{name}", on_click="ignore")
     elif handle.done and fin is not None:
         st.caption("Preparing the downloads…")
