@@ -32,6 +32,24 @@ def plain(row: dict) -> dict:
 SHARE_RANGE = [-0.03, 1.05]
 
 
+def utility_range(rows: list[dict], name: str) -> list[float] | None:
+    """An accuracy axis stays within [0, 1] (plotly's autorange spread two equal accuracies of 0.96 over
+    0.33–1.69, matplotlib's drew 0.98 to 1.0 as the whole height), with room to see the differences; a
+    training loss keeps the library's own range."""
+    values = [v for v in (utility_of(r)[1] for r in rows) if v is not None]
+    if name == "training_loss" or not values:
+        return None
+    lo, hi = min(values), max(values)
+    pad = max(0.05, 0.15 * (hi - lo))
+    return [max(0.0, lo - pad), min(1.0, hi + pad)]
+
+
+def _with_margin(span: list[float]) -> tuple[float, float]:
+    """matplotlib clips a marker drawn on an axis's limit: a point at accuracy 1.0 keeps its whole circle."""
+    pad = 0.03 * (span[1] - span[0])
+    return span[0] - pad, span[1] + pad
+
+
 def privacy_key(rows: list[dict]) -> str:
     return "attack_accuracy" if any(r.get("attack_accuracy") is not None for r in rows) else "psnr"
 
@@ -120,6 +138,8 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
     left.set_ylabel(ylabel)
     if twin is not None:
         twin.set_ylabel(UTILITY_TITLES[uname], color="#555")
+        if utility_range(rows, uname):
+            twin.set_ylim(*_with_margin(utility_range(rows, uname)))
         if clean is not None and utility_of(clean)[1] is not None:
             twin.axhline(utility_of(clean)[1], color="#555", linewidth=0.8, linestyle=":")
     handles = left.get_legend_handles_labels()
@@ -161,6 +181,8 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
             right.axhline(20, color="#e67e22", linestyle="--", linewidth=1)
         right.set_xlabel(UTILITY_TITLES[uname] + (" (lower is better)" if uname == "training_loss" else ""))
         right.set_ylabel(ylabel)
+        if utility_range(usable, uname):
+            right.set_xlim(*_with_margin(utility_range(usable, uname)))
         if key == "attack_accuracy":
             right.set_ylim(*SHARE_RANGE)
         right.legend(fontsize=7, loc="best")

@@ -265,3 +265,23 @@ def test_every_built_in_sweep_resolves():
         assert tasks and not any(p.runs for p in sweep.points), spec.name  # no point is refused
         assert sweep.points[0].undefended
     assert "sweep-dp-dlg" in cli("list").stdout
+
+
+def test_the_cli_chart_keeps_shares_and_accuracies_in_proportion(monkeypatch):
+    """The command line's tradeoff.png: attack accuracy on its whole 0–1 scale (top-k's seed noise between 0.7
+    and 0.85 filled the panel), and an accuracy axis with room around its values, never past 1 (0.98 to 1.0
+    took the panel's whole height)."""
+    from matplotlib.figure import Figure
+
+    from leakdemo.tradeoff import SHARE_RANGE, tradeoff_png
+    drawn = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    rows = [{"index": i, "label": f"p{i}", "undefended": i == 0, "top_k": None if i == 0 else k, "runs": 1,
+             "psnr": 15.0, "psnr_range": None, "attack_accuracy": acc, "client_accuracy": util}
+            for i, (k, acc, util) in enumerate([(None, 0.8, 1.0), (1, 0.75, 0.98), (2, 0.7, 0.99), (5, 0.85, 1.0)])]
+    assert tradeoff_png(rows, "top-k", ["top_k"]).startswith(b"\x89PNG")
+    left, right, twin = drawn[0].axes
+    assert list(left.get_ylim()) == SHARE_RANGE and list(right.get_ylim()) == SHARE_RANGE
+    for lo, hi in (twin.get_ylim(), right.get_xlim()):
+        assert lo <= 0.93 and 1.0 < hi <= 1.01  # room below, the 1.0 points whole, nothing far past 1

@@ -20,7 +20,7 @@ from ..scenario import load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
-from ..tradeoff import SHARE_RANGE, UTILITY_TITLES, plain, privacy_key, sweep_csv
+from ..tradeoff import SHARE_RANGE, UTILITY_TITLES, plain, privacy_key, sweep_csv, utility_range
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
 from .state import to_query
@@ -199,7 +199,7 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_few_decades(rows, axes[0], log))
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False, range=SHARE_RANGE if key == "attack_accuracy" else None)
-    fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=_utility_range(rows, uname),
+    fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=utility_range(rows, uname),
                      tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
     # short enough for a half-width chart on a 1024-px laptop ("… against the defense's strength" ran past it)
     fig.update_layout(title=dict(text="Leakage and utility by strength",
@@ -218,17 +218,6 @@ def _few_decades(rows: list[dict], axis: str, log: bool) -> dict:
     if values[-1] >= 100 * values[0]:
         return {"exponentformat": "power", "dtick": 1}  # 10⁻⁴, not plotly's SI "100μ"; no "2 5" between them
     return {"tickmode": "array", "tickvals": values, "ticktext": [_short(float(v)) for v in values]}
-
-
-def _utility_range(rows: list[dict], name: str) -> list[float] | None:
-    """An accuracy axis stays within [0, 1] (plotly's autorange spread two equal accuracies of 0.96 over
-    0.33–1.69), with room to see the differences; a training loss keeps plotly's own range."""
-    values = [v for v in (utility_of(r)[1] for r in rows) if v is not None]
-    if name == "training_loss" or not values:
-        return None
-    lo, hi = min(values), max(values)
-    pad = max(0.05, 0.15 * (hi - lo))
-    return [max(0.0, lo - pad), min(1.0, hi + pad)]
 
 
 def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
