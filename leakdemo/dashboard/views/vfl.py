@@ -29,7 +29,8 @@ def dataset_panel(run: int, started, originals: np.ndarray, images, per: list, i
     cell, z = 2 * size, zoom(size, shown_cell)
     what = "the batch DLG attacked" if ids is not None else f"all {n} training samples"
     left, right = titled_columns(f"Original — {what} (private, never sent)", "Reconstruction (what the server rebuilt)")
-    show(left, ("orig", run, start, ids is None), lambda: mosaic(originals[shown], cols, cell, border=1), z)
+    # the same border as the framed reconstructions beside them: both mosaics the same size (the originals' was ~5 % smaller)
+    show(left, ("orig", run, start, ids is None), lambda: mosaic(originals[shown], cols, cell, border=2), z)
     if images is not None and len(per) == n:
         frames = [psnr_color(v) for v in per[shown]]
         key = ("recon", run, start, frame)
