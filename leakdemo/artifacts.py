@@ -123,8 +123,9 @@ def matching_png(matching: dict) -> bytes:
     return png_bytes(matching_grid(matching))
 
 
-def write_all(out_dir: str, scenario_json: str, originals: np.ndarray, finished, keyframes) -> list[str]:
-    os.makedirs(out_dir, exist_ok=True)
+def run_files(scenario_json: str, originals: np.ndarray, finished, keyframes) -> dict[str, bytes]:
+    """A finished run's files, name -> bytes: what `run --out` and `runs export` write and the Lab offers
+    for download, under the same names."""
     originals = shown_originals(originals, finished.metrics)
     files = {
         "grid.png": png_bytes(pair_grid(originals, finished.images, psnr=finished.metrics["psnr_per_image"],
@@ -136,6 +137,12 @@ def write_all(out_dir: str, scenario_json: str, originals: np.ndarray, finished,
     }
     if finished.metrics.get("matching"):
         files["matching.png"] = matching_png(finished.metrics["matching"])
+    return files
+
+
+def write_all(out_dir: str, scenario_json: str, originals: np.ndarray, finished, keyframes) -> list[str]:
+    os.makedirs(out_dir, exist_ok=True)
+    files = run_files(scenario_json, originals, finished, keyframes)
     for name, data in files.items():
         with open(os.path.join(out_dir, name), "wb") as fh:
             fh.write(data)

@@ -89,7 +89,7 @@ def test_second_run_waits_its_turn_then_finishes(one_worker):
     wait(b)
     assert a.status == b.status == "finished"
     assert a.finished.metrics["psnr"] > 10 and b.latest is not None
-    assert set(b.artifacts) == {"grid.png", "progress.gif", "metrics.csv", "metrics.json", "scenario.json"}
+    assert set(b.artifacts) == {"grid.png", "progress.gif", "history.csv", "metrics.json", "scenario.json"}
 
 
 def test_a_run_alone_gets_every_core_the_server_leaves(one_worker):

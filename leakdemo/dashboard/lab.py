@@ -5,6 +5,7 @@ Layout and widgets only: the scenario logic is in state.py and the engine, runs 
 from __future__ import annotations
 
 import json
+import mimetypes
 import re
 import threading
 import time
@@ -438,12 +439,9 @@ def run_view(handle) -> None:
         st.caption(handle.artifacts["error"])
     elif handle.done and handle.artifacts:
         st.markdown("**Downloads**")
-        files = [("grid.png", "image/png"), ("progress.gif", "image/gif"), ("metrics.csv", "text/csv"),
-                 ("metrics.json", "application/json"), ("scenario.json", "application/json")]
-        if "matching.png" in handle.artifacts:
-            files.append(("matching.png", "image/png"))
         row = st.container(horizontal=True)  # buttons as wide as their names, wrapping: no "scenario.j…" at 1024 px
-        for name, mime in files:
+        for name in handle.artifacts:  # the files `run --out` writes, under the same names
+            mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
             # handed over when clicked (deferred): no media file exists before, so none can vanish under a
             # browser that fetches it while the page redraws (a busy classroom showed such 404s)
             row.download_button(name, lambda blob=handle.artifacts[name]: blob, file_name=name, mime=mime,

@@ -150,19 +150,8 @@ class RunHandle:
 
 
 def build_artifacts(scenario: Scenario, started: Started, fin: Finished, keyframes) -> dict:
-    from ..artifacts import gif_bytes, matching_png, metrics_csv, metrics_json, pair_grid, png_bytes, shown_originals
-    originals = shown_originals(started.originals, fin.metrics)
-    out = {
-        "grid.png": png_bytes(pair_grid(originals, fin.images, psnr=fin.metrics["psnr_per_image"],
-                                        baseline=fin.baseline)),
-        "progress.gif": gif_bytes(originals, keyframes),
-        "metrics.csv": metrics_csv(fin.history).encode(),
-        "metrics.json": metrics_json(fin),
-        "scenario.json": scenario.to_json().encode(),
-    }
-    if fin.metrics.get("matching"):
-        out["matching.png"] = matching_png(fin.metrics["matching"])
-    return out
+    from ..artifacts import run_files
+    return run_files(scenario.to_json(), started.originals, fin, keyframes)
 
 
 class JobControl:
