@@ -590,6 +590,14 @@ def cost_warnings(p) -> list[str]:
     return []
 
 
+def headline(params: dict) -> str:
+    """'DLM+ on FedAvg' for a run's parameters — the names a page sets above a run (codes it does not know,
+    from an older store, are shown as they are)."""
+    attack, protocol = str(params.get("attack", "")), str(params.get("protocol", ""))
+    return (f"{ATTACKS[attack].short if attack in ATTACKS else attack} on "
+            f"{PROTOCOLS[protocol].short if protocol in PROTOCOLS else protocol}")
+
+
 def components(protocol: str, attack: str, defense: str) -> tuple[Component, Component, Component]:
     return PROTOCOLS[protocol], ATTACKS[attack], DEFENSES[defense]
 

@@ -50,6 +50,14 @@ def open_gallery(path: str = GALLERY):
     return RunStore(path, read_only=True, any_version=True)
 
 
+def showcase_why(row: dict) -> str:
+    """What a gallery row of a showcase shows, as a title ('The same gradient with Gaussian noise…'); its
+    preset for a row recorded under another list of showcases."""
+    i = row["id"] - 1
+    why = SHOWCASES[i].why if 0 <= i < len(SHOWCASES) and SHOWCASES[i].preset == row["preset"] else row["preset"]
+    return why[:1].upper() + why[1:]
+
+
 def showcase_rows(gallery) -> list[dict]:
     """The gallery's showcases in order (its sweep runs are not showcases)."""
     return sorted((r for r in gallery.runs(limit=1000) if r["source"] == "gallery"), key=lambda r: r["id"])

@@ -130,3 +130,9 @@ class Component:
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
+
+    @property
+    def short(self) -> str:
+        """The name a headline uses: 'DLM+' of 'DLM+ — normalised model leakage', 'Simulation' of
+        'Simulation (Inverting Gradients on FedAvg)'."""
+        return self.title.split(" — ")[0].split(" (")[0]

@@ -129,6 +129,19 @@ def test_a_shared_link_opens_its_runs_and_unknown_ids_are_reported():
     assert [w.value for w in at.warning] == ["Ignored from the link: runs=g5,g6 (at most 4 runs side by side)."]
 
 
+def test_runs_are_named_as_people_say_them():
+    """Titles read 'DLM+ on FedAvg', not the codes 'DLM-PLUS on fedavg'; the picker names each showcase by
+    what it shows, not 'dlg: dlg, none' three times over."""
+    at = page(runs="g1,g3")
+    assert not at.exception
+    heads = " ".join(m.value for m in at.markdown)
+    assert "**DLG on FedSGD** · defense **none**" in heads and "**DLM+ on FedAvg**" in heads
+    assert "DLM-PLUS" not in heads and "on fedavg" not in heads
+    options = at.multiselect(key="c_runs").options
+    assert "Showcase 1 · DLG rebuilds a photo from one gradient" in options
+    assert "Showcase 2 · The same gradient with Gaussian noise σ = 0.01: the photo never appears" in options
+
+
 def test_play_replays_to_the_last_frame(monkeypatch):
     at = page(runs="g1,g2")
     at.button[0].click().run()
@@ -151,6 +164,7 @@ def test_presenter_steps_through_the_showcases():
     assert not at.exception and not at.error
     assert "scene 2 of 11" in " ".join(m.value for m in at.markdown)  # 9 showcases, a live run, a chart
     assert at.title[0].value.startswith("The same gradient with Gaussian noise")
+    assert "DLG on FedSGD, defense: <b>dp-gaussian</b> · recorded" in " ".join(m.value for m in at.markdown)
     at.button[1].click().run()  # Next
     assert "scene 3 of 11" in " ".join(m.value for m in at.markdown)
     assert at.query_params["scene"] == "3"  # a reload stays on this scene

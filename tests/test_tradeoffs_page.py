@@ -35,6 +35,7 @@ def test_a_shared_custom_sweep_link_fills_the_widgets():
     assert at.text_input(key="t_vary").value == "prune_ratio=0..0.9:3"
     assert at.slider(key="t_seeds").value == 2
     assert "4 points (the undefended one included) × 2 seed(s) = 8 runs" in texts(at)
+    assert "**DLG against magnitude pruning (dlg)**" in texts(at)  # names, not 'dlg against magnitude pruning'
 
 
 def test_a_link_with_a_defense_the_preset_cannot_sweep_says_so():

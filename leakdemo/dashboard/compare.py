@@ -15,7 +15,7 @@ from .. import catalog
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from .pictures import IMAGE_CSS, png_once
 from ..errors import LeakdemoError
-from ..gallery import open_gallery, showcase_rows
+from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..store import StoredRun, open_store
 from .shared import run_pool
 
@@ -57,7 +57,7 @@ def _choices(sources: dict) -> dict[str, str]:
     out = {}
     if "g" in sources:
         for r in showcase_rows(sources["g"]):
-            out[f"g{r['id']}"] = f"Showcase · {r['preset']}: {r['attack']}, {r['defense']}"
+            out[f"g{r['id']}"] = f"Showcase {r['id']} · {showcase_why(r)}"
     if "r" in sources:
         for r in sources["r"].runs(limit=200):
             psnr = "" if r["psnr"] is None else f", {r['psnr']:.1f} dB"
@@ -299,8 +299,7 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         it, images = frame_at(run, pos)
         p = run.scenario.get("params", {})
         originals = shown_originals(run.started.originals, run.finished.metrics)
-        head.markdown(f"**{str(p.get('attack', '')).upper()}** on {p.get('protocol')} · defense "
-                     f"**{_defense(p)}**")
+        head.markdown(f"**{catalog.headline(p)}** · defense **{_defense(p)}**")
         single = len(originals) == 1
         final = pos >= 1.0
         size = originals.shape[1]

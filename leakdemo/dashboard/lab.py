@@ -157,14 +157,14 @@ def param_widget(p, where=st) -> None:
 
 def _showcase_picker() -> None:
     """The recorded showcases, replayed at once on the Compare page (nothing is computed)."""
-    from ..gallery import SHOWCASES, open_gallery, showcase_rows
+    from ..gallery import open_gallery, showcase_rows, showcase_why
     try:
         rows = showcase_rows(open_gallery())
     except LeakdemoError as e:
         st.caption(f"Unavailable: {e}")
         return
-    pick = st.selectbox("Showcase", [r["id"] for r in rows], key="w_showcase",
-                        format_func=lambda i: SHOWCASES[i - 1].why if i - 1 < len(SHOWCASES) else f"run {i}")
+    whys = {r["id"]: showcase_why(r) for r in rows}
+    pick = st.selectbox("Showcase", list(whys), key="w_showcase", format_func=whys.get)
     if st.button("Replay it", icon=":material/replay:", width="stretch"):
         st.switch_page("pages/3_Compare.py", query_params={"runs": f"g{pick}"})
 

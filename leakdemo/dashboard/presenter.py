@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from .. import catalog
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
-from ..gallery import SHOWCASES, open_gallery, showcase_rows
+from ..gallery import open_gallery, showcase_rows, showcase_why
 from .shared import queue_line, run_pool
 from .compare import frame_at
 
@@ -47,7 +48,7 @@ def scene_choices(rows: list[dict]) -> dict[str, str]:
     each standard preset, each built-in sweep's chart."""
     from ..scenario import presets
     from ..sweeps import sweeps
-    out = {f"g{r['id']}": f"Showcase: {_why(r)}" for r in rows}
+    out = {f"g{r['id']}": f"Showcase: {showcase_why(r)}" for r in rows}
     out.update({f"live:{n}": f"Live: {p.title}" for n, p in presets().items() if p.standard})
     out.update({f"sweep:{n}": f"Trade-off chart: {s.title}" for n, s in sweeps().items()})
     return out
@@ -57,11 +58,6 @@ def default_scenes(rows: list[dict], choices: dict) -> list[str]:
     """The showcases in order, one live attack, then what a defense costs."""
     codes = [f"g{r['id']}" for r in rows] + [f"live:{n}" for n in DEFAULT_LIVE] + [f"sweep:{n}" for n in DEFAULT_SWEEPS]
     return [c for c in codes if c in choices]
-
-
-def _why(row: dict) -> str:
-    i = row["id"] - 1
-    return SHOWCASES[i].why if 0 <= i < len(SHOWCASES) and SHOWCASES[i].preset == row["preset"] else row["preset"]
 
 
 def _init(rows: list[dict], choices: dict) -> None:
@@ -144,14 +140,10 @@ def main() -> None:
     else:
         row = next(r for r in rows if f"g{r['id']}" == code)
         p = _run(gallery.path, row["id"]).scenario.get("params", {})
-        _head(_sentence(_why(row)), f"{str(p.get('attack', '')).upper()} on {p.get('protocol')}, defense: "
-                                    f"<b>{p.get('defense')}</b> · recorded", choices)
+        _head(showcase_why(row), f"{catalog.headline(p)}, defense: <b>{p.get('defense')}</b> · recorded",
+              choices)
         pace = TICK if st.session_state.get("p_pos", 0.0) < 1.0 else None
         st.fragment(run_every=pace)(showcase_body)(gallery.path, row["id"], pace)
-
-
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:]
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -146,7 +146,8 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     base = load(spec["preset"], {**{k: v for k, v in spec.items() if k not in SPEC_KEYS},
                                  "defense": spec["defense"]})
     axes = [parse_axis(spec["vary"], base)]
-    title = f"{base['attack']} against {catalog.DEFENSES[spec['defense']].title.lower()} ({spec['preset']})"
+    defense = catalog.DEFENSES[spec["defense"]].title
+    title = f"{catalog.ATTACKS[base['attack']].short} against {defense[:1].lower() + defense[1:]} ({spec['preset']})"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
 
 
