@@ -349,7 +349,7 @@ def _table(runs) -> None:
     rows = []
     for ref, run in runs:
         m, p = run.finished.metrics, run.scenario.get("params", {})
-        rows.append({"run": ref, "preset": run.scenario.get("preset"), "attack": p.get("attack"),
+        rows.append({"run": ref, "preset": run.scenario.get("preset"), "attack": catalog.headline(p),
                      "defense": p.get("defense"), "PSNR dB": m.get("psnr"), "SSIM": m.get("ssim"),
                      "LPIPS": m.get("lpips"), "label accuracy": m.get("label_accuracy"),
                      "attack accuracy": m.get("attack_accuracy"), "privacy": m.get("privacy", "ε = ∞"),

@@ -566,7 +566,7 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
         else:
             model = scenario.get("model") or f"{scenario['workers']} {scenario['worker_model']} workers"
             what = "private image(s)"
-        c3.caption(f"Scenario: preset **{scenario.preset}**, {scenario['attack']} on {model}, "
+        c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}, "
                    f"{catalog.private_images(scenario)} {what}, {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
     if handle is None:
