@@ -147,6 +147,30 @@ def test_a_log_axis_over_few_decades_labels_the_swept_values():
     assert x.type == "log" and x.tickvals is None and x.exponentformat == "power"
 
 
+def test_a_few_linear_strengths_label_their_own_axis_and_the_baseline_label_stays_clear():
+    """sweep-topk-pli's k = 1, 2, 5, 10 were labelled "5 10", and its "no defense" label sat on k = 10's point,
+    which leaked as much as no defense at all."""
+    from leakdemo.dashboard.tradeoffs import strength_figure
+
+    def rows(ks, accs, clean):
+        out = [{**row(0, 1.0, 15.0, True), "top_k": None}] + [{**row(i + 1, 1.0, 15.0), "top_k": k}
+                                                               for i, k in enumerate(ks)]
+        for r, acc in zip(out, [clean] + accs):
+            r["attack_accuracy"], r["psnr_range"] = acc, None
+        return out
+    fig = strength_figure(rows([1, 2, 5, 10], [0.2, 0.4, 0.6, 0.85], 0.8), ["top_k"], False)
+    assert list(fig.layout.xaxis.tickvals) == [1, 2, 5, 10] and list(fig.layout.xaxis.ticktext) == ["1", "2", "5", "10"]
+    label = next(a for a in fig.layout.annotations if a.text == "no defense")
+    # the curve ends on the line at the right and far below it at the left: the label goes above the line, left
+    assert (label.x, label.xanchor, label.yanchor) == (0, "left", "bottom")
+    fig = strength_figure(rows([1, 2, 5, 10], [0.9, 0.6, 0.3, 0.1], 0.8), ["top_k"], False)
+    label = next(a for a in fig.layout.annotations if a.text == "no defense")
+    assert (label.x, label.xanchor, label.yanchor) == (1, "right", "bottom")  # a defense that works: as before
+    # values too crowded to label one by one keep plotly's own ticks
+    fig = strength_figure(rows([0, 0.01, 0.5, 1], [0.9, 0.6, 0.3, 0.1], 0.8), ["top_k"], False)
+    assert fig.layout.xaxis.tickvals is None
+
+
 def test_an_accuracy_axis_stays_within_zero_and_one():
     """Two equal accuracies once spread the utility axis over 0.33–1.69; an accuracy is never above 1."""
     from leakdemo.dashboard.tradeoffs import strength_figure

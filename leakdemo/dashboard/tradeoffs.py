@@ -191,13 +191,15 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
             fig.add_trace(go.Scatter(x=xs, y=util, mode="lines+markers", name=name or "utility", legendgroup=name,
                                      showlegend=not name, line=dict(color=color, dash="dash"),
                                      marker=dict(symbol="square")), secondary_y=True)
+    series = [[r.get(key) for r in rs if r.get(key) is not None] for _, rs in _series(rows, axes)]
     if clean is not None and clean.get(key) is not None:
-        fig.add_hline(y=clean[key], line=dict(color="#c0392b", dash="dot"), annotation_text="no defense")
+        fig.add_hline(y=clean[key], line=dict(color="#c0392b", dash="dot"), annotation_text="no defense",
+                      annotation_position=_label_place(series, clean[key]))
     if key == "psnr":
         fig.add_hline(y=20, line=dict(color="#e67e22", dash="dash"), annotation_text="20 dB: recognisable",
-                      annotation_position="bottom right")
+                      annotation_position=_label_place(series, 20, prefer="bottom"))
     uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
-    fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_few_decades(rows, axes[0], log))
+    fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_strength_ticks(rows, axes[0], log))
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False, range=SHARE_RANGE if key == "attack_accuracy" else None)
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=utility_range(rows, uname),
@@ -209,15 +211,36 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     return fig
 
 
-def _few_decades(rows: list[dict], axis: str, log: bool) -> dict:
-    """A log axis over less than two decades labels the swept values themselves: plotly's own ticks there
-    are bare leading digits ("3 4 5 … 1 2 … 10" for 0.3 … 10), unreadable from the back of a room. A wider
-    one writes its decades as powers of ten."""
-    values = sorted({r[axis] for r in rows if isinstance(r.get(axis), (int, float)) and r[axis] > 0})
-    if not log or not values:
+def _label_place(series: list[list[float]], y: float, prefer: str = "top") -> str:
+    """Where a horizontal line's label stays clear of the leakage curves: at the end of the chart (right, else
+    left) where every curve ends on one side of the line and farthest from it, on the line's other side
+    ("no defense" sat on top_k = 10's point when the attack there leaked as much as without the defense)."""
+    best, place = -1.0, f"{prefer} right"
+    for end, pick in (("right", -1), ("left", 0)):
+        ends = [s[pick] for s in series if s]
+        if not ends:
+            continue
+        if all(v < y for v in ends) or all(v > y for v in ends):
+            gap = min(abs(v - y) for v in ends)
+            if gap > best:
+                best, place = gap, f"{'top' if ends[0] < y else 'bottom'} {end}"
+    return place
+
+
+def _strength_ticks(rows: list[dict], axis: str, log: bool) -> dict:
+    """A few swept values label their own axis: on a log axis over less than two decades plotly's ticks are
+    bare leading digits ("3 4 5 … 1 2 … 10" for 0.3 … 10), on a linear one they skip values (top-k's 1, 2, 5,
+    10 read "5 10"), both hard to match with the points from the back of a room. A wider log axis writes its
+    decades as powers of ten; values too crowded to label each keep plotly's ticks."""
+    values = sorted({r[axis] for r in rows if not r.get("undefended") and isinstance(r.get(axis), (int, float))
+                     and not isinstance(r.get(axis), bool) and (r[axis] > 0 or not log)})
+    if not values:
         return {}
-    if values[-1] >= 100 * values[0]:
+    if log and values[-1] >= 100 * values[0]:
         return {"exponentformat": "power", "dtick": 1}  # 10⁻⁴, not plotly's SI "100μ"; no "2 5" between them
+    if not log and (len(values) > 8 or len(values) > 1 and min(b - a for a, b in zip(values, values[1:]))
+                    < 0.06 * (values[-1] - values[0])):
+        return {}
     return {"tickmode": "array", "tickvals": values, "ticktext": [_short(float(v)) for v in values]}
 
 
