@@ -166,9 +166,27 @@ def test_a_few_linear_strengths_label_their_own_axis_and_the_baseline_label_stay
     fig = strength_figure(rows([1, 2, 5, 10], [0.9, 0.6, 0.3, 0.1], 0.8), ["top_k"], False)
     label = next(a for a in fig.layout.annotations if a.text == "no defense")
     assert (label.x, label.xanchor, label.yanchor) == (1, "right", "bottom")  # a defense that works: as before
-    # values too crowded to label one by one keep plotly's own ticks
+    # values too crowded to label one by one keep plotly's own ticks (pruning's 0.1, 0.2, 0.3 … stood on end)
     fig = strength_figure(rows([0, 0.01, 0.5, 1], [0.9, 0.6, 0.3, 0.1], 0.8), ["top_k"], False)
     assert fig.layout.xaxis.tickvals is None
+    fig = strength_figure(rows([0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 0.99], [0.9] * 7, 0.8), ["top_k"], False)
+    assert fig.layout.xaxis.tickvals is None
+
+
+def test_the_recognisable_line_is_labelled_where_no_curve_crosses_it():
+    """sweep-prune-dlg falls through 20 dB in the chart's left half; its label sat on the falling curve."""
+    from leakdemo.dashboard.tradeoffs import strength_figure
+
+    rows = [row(0, 0.96, 91.6, True)] + [{**row(i + 1, 0.95, p), "dp_sigma": None, "prune_ratio": r}
+                                         for i, (r, p) in enumerate(zip([0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 0.99],
+                                                                        [38.2, 30.7, 24.7, 16.5, 10.5, 6.3, 5.0]))]
+    rows[0]["prune_ratio"] = None
+    fig = strength_figure(rows, ["prune_ratio"], False)
+    labels = {a.text: a for a in fig.layout.annotations if a.text in ("20 dB: recognisable", "no defense")}
+    label = labels["20 dB: recognisable"]
+    assert (label.x, label.xanchor, label.yanchor, label.y) == (1, "right", "bottom", 20)  # above it, on the right
+    assert label.bgcolor  # and readable where the utility line crosses it
+    assert labels["no defense"].y == 91.6 and labels["no defense"].bgcolor  # each label on its own line
 
 
 def test_an_accuracy_axis_stays_within_zero_and_one():

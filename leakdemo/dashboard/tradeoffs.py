@@ -191,13 +191,15 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
             fig.add_trace(go.Scatter(x=xs, y=util, mode="lines+markers", name=name or "utility", legendgroup=name,
                                      showlegend=not name, line=dict(color=color, dash="dash"),
                                      marker=dict(symbol="square")), secondary_y=True)
-    series = [[r.get(key) for r in rs if r.get(key) is not None] for _, rs in _series(rows, axes)]
+    points = _placed(rows, axes, key, log)
+    veil = "rgba(255,255,255,0.6)"  # behind a line's label: readable where a narrow chart's curve crosses it
     if clean is not None and clean.get(key) is not None:
         fig.add_hline(y=clean[key], line=dict(color="#c0392b", dash="dot"), annotation_text="no defense",
-                      annotation_position=_label_place(series, clean[key]))
+                      annotation_position=_label_place(points, clean[key], "no defense"), annotation_bgcolor=veil)
     if key == "psnr":
         fig.add_hline(y=20, line=dict(color="#e67e22", dash="dash"), annotation_text="20 dB: recognisable",
-                      annotation_position=_label_place(series, 20, prefer="bottom"))
+                      annotation_position=_label_place(points, 20, "20 dB: recognisable", prefer="bottom"),
+                      annotation_bgcolor=veil)
     uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
     fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_strength_ticks(rows, axes[0], log))
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
@@ -211,19 +213,33 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     return fig
 
 
-def _label_place(series: list[list[float]], y: float, prefer: str = "top") -> str:
-    """Where a horizontal line's label stays clear of the leakage curves: at the end of the chart (right, else
-    left) where every curve ends on one side of the line and farthest from it, on the line's other side
-    ("no defense" sat on top_k = 10's point when the attack there leaked as much as without the defense)."""
+def _placed(rows: list[dict], axes: list[str], key: str, log: bool) -> list[tuple[float, float]]:
+    """The leakage points as (share of the x axis's width, value): where a line's label may collide."""
+    pts = [(r.get(axes[0]), r.get(key)) for r in rows if not r.get("undefended")]
+    pts = [(math.log10(x) if log else x, y) for x, y in pts
+           if isinstance(x, (int, float)) and (x > 0 or not log) and y is not None]
+    if not pts:
+        return []
+    lo, hi = min(x for x, _ in pts), max(x for x, _ in pts)
+    return [((x - lo) / (hi - lo) if hi > lo else 0.5, y) for x, y in pts]
+
+
+LABEL_PX, LABEL_PLOT_PX = 6, 250  # a label's character; a half-width chart's plot on a 1280-px laptop
+
+
+def _label_place(points: list[tuple[float, float]], y: float, text: str, prefer: str = "top") -> str:
+    """Where a horizontal line's label stays clear of the leakage curves: at the end of the chart (right,
+    else left) whose points under the label all lie on one side of the line, farthest from it, on the line's
+    other side ("no defense" sat on top_k = 10's point when the attack there leaked as much as without the
+    defense; "20 dB" on the prune curve as it fell through 20 dB)."""
     best, place = -1.0, f"{prefer} right"
-    for end, pick in (("right", -1), ("left", 0)):
-        ends = [s[pick] for s in series if s]
-        if not ends:
-            continue
-        if all(v < y for v in ends) or all(v > y for v in ends):
-            gap = min(abs(v - y) for v in ends)
+    span = min(1.0, LABEL_PX * len(text) / LABEL_PLOT_PX)  # the share of the plot's width the label covers
+    for end, under in (("right", [v for s, v in points if s >= 1 - span]),
+                       ("left", [v for s, v in points if s <= span])):
+        if under and (all(v < y for v in under) or all(v > y for v in under)):
+            gap = min(abs(v - y) for v in under)
             if gap > best:
-                best, place = gap, f"{'top' if ends[0] < y else 'bottom'} {end}"
+                best, place = gap, f"{'top' if under[0] < y else 'bottom'} {end}"
     return place
 
 
@@ -238,10 +254,21 @@ def _strength_ticks(rows: list[dict], axis: str, log: bool) -> dict:
         return {}
     if log and values[-1] >= 100 * values[0]:
         return {"exponentformat": "power", "dtick": 1}  # 10⁻⁴, not plotly's SI "100μ"; no "2 5" between them
-    if not log and (len(values) > 8 or len(values) > 1 and min(b - a for a, b in zip(values, values[1:]))
-                    < 0.06 * (values[-1] - values[0])):
+    texts = [_short(float(v)) for v in values]
+    if not log and not _labels_fit(values, texts):
         return {}
-    return {"tickmode": "array", "tickvals": values, "ticktext": [_short(float(v)) for v in values]}
+    return {"tickmode": "array", "tickvals": values, "ticktext": texts}
+
+
+PLOT_PX, DIGIT_PX = 140, 7  # a half-width chart's plot on a 1024-px laptop; a tick label's character
+
+
+def _labels_fit(values: list[float], texts: list[str]) -> bool:
+    """Whether every value's label fits beside its neighbours on the narrowest chart, unrotated (top-k's 1, 2,
+    5, 10 do; pruning's 0.1, 0.2, 0.3 … 0.99 stood on end, and plotly's 0.2, 0.4 … read better)."""
+    span = values[-1] - values[0]
+    return span > 0 and all((b - a) / span * PLOT_PX >= DIGIT_PX * (len(p) + len(q)) / 2 + 4
+                            for a, b, p, q in zip(values, values[1:], texts, texts[1:]))
 
 
 def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
