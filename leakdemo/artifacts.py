@@ -37,6 +37,9 @@ MOSAIC_WIDTH = 900  # target pixels per mosaic (each image is enlarged by a whol
 PSNR_COLORS = ((30.0, (0.17, 0.63, 0.17)), (20.0, (0.93, 0.60, 0.05)), (-1e9, (0.84, 0.15, 0.16)))
 
 
+VERDICT_COLORS = {True: PSNR_COLORS[0][1], False: PSNR_COLORS[2][1]}  # a test passed / failed: green / red
+
+
 def psnr_color(value: float) -> tuple[float, float, float]:
     """Green from 30 dB (recovered), amber from 20 dB (recognisable), red below."""
     return next(c for bound, c in PSNR_COLORS if value >= bound)

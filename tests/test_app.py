@@ -288,3 +288,39 @@ def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten(
     quality, loss = _chart(SimpleNamespace(curves=curves))
     assert list(quality.layout.yaxis2.tickvals) == [0, 0.25, 0.5, 0.75, 1]  # not the PSNR grid's 0.569, 0.853
     assert loss.layout.yaxis.exponentformat == "power"  # 10⁻⁶, not "1μ"
+
+
+def _verdict_panel():
+    """PLI's panel for three classes judged ✓ ✗ ✓ (run by AppTest.from_function)."""
+    import numpy as np
+
+    from leakdemo.dashboard.views.logits import classes_panel
+    from leakdemo.events import Started
+    faces = np.random.default_rng(0).random((3, 8, 8, 3)).astype("float32")
+    started = Started(scenario={"params": {"attack": "pli", "rounds": 2, "inversion_epochs": 0}}, threat={},
+                      originals=faces, names=["identity 1 (x)", "identity 2", "identity 3"], labels=[0, 1, 2],
+                      total=1, device="cpu", lpips="", setup_seconds=0.0)
+    classes_panel(1, started, faces.copy(), faces.copy(), [True, False, True], None)
+
+
+def test_pli_verdicts_frame_the_faces_they_judge():
+    """The ✓/✗ line sat under TBI's row, where it read as TBI's verdicts and named faces by position only: each
+    PLI face is now framed green (passes) or red (fails), the line right under PLI's row; the class means and
+    TBI's faces keep white frames of the same width, so a class sits in one column in all three rows."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from leakdemo.artifacts import GAP, VERDICT_COLORS
+    at = AppTest.from_function(_verdict_panel).run()
+    assert not at.exception
+    assert [e.type for e in at.main][1:] == ["markdown", "image", "markdown", "image", "caption", "markdown", "image"]
+    pictures = [np.asarray(Image.open(io.BytesIO(base64.b64decode(im.proto.imgs[0].url.split(",", 1)[1]))))
+                for im in at.get("image")]
+    assert len({p.shape for p in pictures}) == 1  # three rows, one layout
+    side = 2 * 8 + 2 * 2  # each face at twice its size inside a 2-px frame
+    corner = [tuple(int(c) for c in p[GAP, GAP + j * (side + GAP)]) for p in pictures for j in range(3)]
+    green, red = (tuple(round(255 * c) for c in VERDICT_COLORS[ok]) for ok in (True, False))
+    assert corner == [(255, 255, 255)] * 3 + [green, red, green] + [(255, 255, 255)] * 3
+    assert at.caption[0].value.endswith("✓ identity 1  ✗ identity 2  ✓ identity 3")

@@ -5,16 +5,19 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from ...artifacts import grid
+from ...artifacts import VERDICT_COLORS, mosaic
 from ..pictures import RECON_COLOR, show, zoom
 
 
 PER_ROW = 10  # classes per row: 50 in one row would shrink each face to a few pixels
 
 
+WHITE = (1.0, 1.0, 1.0)
+
+
 def classes_panel(run: int, started, images, baseline, success, latest) -> None:
-    """Logit sharing: per private target class, its mean private image, the attack's reconstruction (✓ when
-    it passes the paper's attack-accuracy test) and, beside it, the TBI baseline's."""
+    """Logit sharing: per private target class, its mean private image, the attack's reconstruction (framed
+    green ✓ when it passes the paper's attack-accuracy test, red ✗ when not) and the TBI baseline's."""
     params = started.scenario["params"]
     n = len(started.originals)
     cell = 96 if n <= PER_ROW else 80  # ten of 80 px fit the page's main column
@@ -27,14 +30,20 @@ def classes_panel(run: int, started, images, baseline, success, latest) -> None:
         rows.append(list(baseline))
         labels.append("TBI baseline (client logits only)")
     frame = latest.iteration if latest is not None else -1
+    judged = images is not None and success is not None and len(success) == n
     for i, (text, cls, row) in enumerate(zip(labels, ("ld-orig", "ld-recon", "ld-base"), rows)):
         st.markdown(f'<span class="{cls}">{text}</span>', unsafe_allow_html=True)
         size = row[0].shape[0]
-        wrapped = [row[j:j + PER_ROW] for j in range(0, len(row), PER_ROW)]  # each class keeps its place
-        show(st, ("classes", run, i, -1 if i == 0 else frame), lambda: grid(wrapped, 2 * size), zoom(size, cell))
-    marks = "  ".join(f"{('✓' if ok else '✗')} {nm.split(' (')[0]}" for ok, nm in zip(success or [], started.names))
-    if marks:
-        st.caption(marks)
+        # every row framed alike (white where nothing is judged), so each class keeps its place in all three
+        frames = [VERDICT_COLORS[bool(ok)] for ok in success] if i == 1 and judged else [WHITE] * len(row)
+
+        def picture(row=row, size=size, frames=frames):
+            return mosaic(row, min(PER_ROW, len(row)), 2 * size, frames, border=2)
+        verdicts = tuple(map(bool, success)) if i == 1 and judged else None
+        show(st, ("classes", run, i, -1 if i == 0 else frame, verdicts), picture, zoom(size, cell))
+        if i == 1 and judged:  # the verdicts right under the faces they judge, not under TBI's
+            st.caption("Frame: green ✓ passes the attack-accuracy test, red ✗ fails — "
+                       + "  ".join(f"{'✓' if ok else '✗'} {nm.split(' (')[0]}" for ok, nm in zip(success, started.names)))
     if latest is not None and params.get("inversion_epochs"):
         rnd = min(params["rounds"], latest.iteration // params["inversion_epochs"] + 1)
         st.caption(f"Communication round {rnd} of {params['rounds']}: each round brings the clients' new logits "
