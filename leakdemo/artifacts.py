@@ -66,10 +66,22 @@ def mosaic_layout(n: int, size: int, width: int = MOSAIC_WIDTH) -> tuple[int, in
     return cols, max(size, width // cols)
 
 
+VERDICTS_PER_ROW = 10  # judged classes per row: PLI's 50 in one row would shrink each face to a few pixels
+
+
 def pair_grid(originals: np.ndarray, recon: np.ndarray, cell: int = GRID_CELL, psnr: list | None = None,
-              width: int = MOSAIC_WIDTH, baseline: np.ndarray | None = None) -> np.ndarray:
+              width: int = MOSAIC_WIDTH, baseline: np.ndarray | None = None,
+              verdicts: list | None = None) -> np.ndarray:
     """Originals beside reconstructions: two rows for a few images (a third for a baseline attack's, e.g.
-    TBI beside PLI), two mosaics side by side for many."""
+    TBI beside PLI), two mosaics side by side for many. With verdicts (logit sharing: whether each class's
+    reconstruction passes the attack-accuracy test) the reconstructions are framed green or red, every block
+    in rows of ten classes."""
+    if verdicts is not None and len(verdicts) == len(originals):
+        white = [(1.0, 1.0, 1.0)] * len(originals)
+        blocks = [(originals, white), (recon, [VERDICT_COLORS[bool(v)] for v in verdicts])]
+        blocks += [(baseline, white)] if baseline is not None else []
+        cols = min(len(originals), VERDICTS_PER_ROW)
+        return np.concatenate([mosaic(b, cols, cell, f, border=2) for b, f in blocks], axis=0)
     if len(originals) < MOSAIC_FROM or baseline is not None:
         return grid([list(originals), list(recon)] + ([list(baseline)] if baseline is not None else []), cell)
     cols, cell = mosaic_layout(len(originals), originals.shape[1], width)
@@ -96,6 +108,8 @@ def gif_bytes(originals: np.ndarray, keyframes: list[tuple[int, np.ndarray]], ce
     import imageio.v3 as iio
     frames = [pair_grid(originals, images, cell, width=480) for _, images in keyframes]
     durations = [120] * (len(frames) - 1) + [2000]
+    if len(frames) == 1:  # a run stopped at its first frame: Pillow takes one frame's duration as a number
+        durations = durations[0]
     return iio.imwrite("<bytes>", np.stack(frames), extension=".gif", duration=durations, loop=0)
 
 
@@ -132,7 +146,7 @@ def run_files(scenario_json: str, originals: np.ndarray, finished, keyframes) ->
     originals = shown_originals(originals, finished.metrics)
     files = {
         "grid.png": png_bytes(pair_grid(originals, finished.images, psnr=finished.metrics["psnr_per_image"],
-                                        baseline=finished.baseline)),
+                                        baseline=finished.baseline, verdicts=finished.metrics.get("success"))),
         "progress.gif": gif_bytes(originals, keyframes),
         "metrics.json": metrics_json(finished),
         "history.csv": metrics_csv(finished.history).encode(),

@@ -72,3 +72,16 @@ def test_bad_input_is_one_line_exit_2(args, starts):
     assert r.stderr.startswith(starts), r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert r.stdout == ""  # nothing started
+
+
+def test_a_progress_gif_of_one_frame_is_written():
+    """A run stopped at its first frame keeps one keyframe; Pillow refused a list of one duration."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from leakdemo.artifacts import gif_bytes
+    originals = np.zeros((1, 8, 8, 3), dtype=np.float32)
+    gif = Image.open(io.BytesIO(gif_bytes(originals, [(1, originals + 0.5)])))
+    assert gif.n_frames == 1 and gif.size[0] > 8

@@ -138,6 +138,20 @@ def test_pli_recovers_private_classes_and_beats_tbi():
     assert events[-1].baseline.shape == events[-1].images.shape
     progress = [e for e in events if e.event == "progress"]
     assert progress[-1].checks["attack_accuracy"] is not None
+    # grid.png (CLI, Lab download): the class means, the reconstructions framed green / red by their verdicts
+    # and TBI's, in rows of ten; the frames match the verdicts
+    import io
+
+    from PIL import Image
+
+    from leakdemo.artifacts import GAP, GRID_CELL, VERDICT_COLORS, run_files
+    fin, n, h = events[-1], len(m["success"]), events[-1].images.shape[1]
+    png = run_files("{}", events[0].originals, fin, [(fin.iterations, fin.images)])["grid.png"]
+    picture = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    side = GRID_CELL // h * h + 2 * 2  # each image enlarged a whole number of times, in a 2-px frame
+    block = picture.shape[0] // 3  # class means, PLI, TBI: equal blocks
+    corners = [tuple(int(c) for c in picture[block + GAP, GAP + j * (side + GAP)]) for j in range(min(n, 10))]
+    assert corners == [tuple(round(255 * c) for c in VERDICT_COLORS[bool(ok)]) for ok in m["success"][:10]]
 
 
 def test_tbi_alone_runs_as_the_primary_attack():

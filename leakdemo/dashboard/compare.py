@@ -304,13 +304,18 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         final = pos >= 1.0
         size = originals.shape[1]
 
+        verdicts = run.finished.metrics.get("success") if final and not single else None
+
         def picture():  # sent at twice the images' size, inline; the browser enlarges it crisply
             if single:
                 return grid([[originals[0], images[0]]], cell=2 * size)
             return pair_grid(originals, images, cell=2 * size, width=20 * size,
-                             psnr=run.finished.metrics.get("psnr_per_image") if final else None)
-        side_by_side = single or len(originals) >= MOSAIC_FROM  # pair_grid: two mosaics side by side for many
+                             psnr=run.finished.metrics.get("psnr_per_image") if final else None, verdicts=verdicts)
+        # pair_grid: two mosaics side by side for many, unless logit sharing's verdicts frame them in rows
+        side_by_side = single or len(originals) >= MOSAIC_FROM and verdicts is None
         where = "left: private, right: rebuilt" if side_by_side else "top: private, below: rebuilt"
+        if verdicts is not None:
+            where += " (green: passes the attack-accuracy test, red: fails)"
         url, _ = png_once(("compare", ref, it, final), picture)
         col.image(url, caption=f"iteration {it} of {run.finished.iterations} · {where}", width="stretch")
     st.plotly_chart(_curves(runs, pos), key="c_curves", config={"displayModeBar": False})

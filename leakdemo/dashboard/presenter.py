@@ -152,17 +152,20 @@ def _run(path: str, run_id: int):
     return RunStore(path, read_only=True).load(run_id)
 
 
-def _picture(originals: np.ndarray, images: np.ndarray, baseline=None, psnr=None) -> tuple[np.ndarray, str]:
-    """One or two images side by side, as large as the screen allows; more as rows or mosaics."""
+def _picture(originals: np.ndarray, images: np.ndarray, baseline=None, psnr=None,
+             verdicts=None) -> tuple[np.ndarray, str]:
+    """One or two images side by side, as large as the screen allows; more as rows or mosaics (logit
+    sharing's reconstructions framed green / red by the attack-accuracy test once it is known)."""
     if len(originals) <= 2 and baseline is None:
         return (grid([[*originals, *images[:len(originals)]]], cell=320),
                 "left: the private data · right: what the server rebuilt")
-    if len(originals) >= MOSAIC_FROM and baseline is None:  # pair_grid draws two mosaics side by side
+    if len(originals) >= MOSAIC_FROM and baseline is None and verdicts is None:  # two mosaics side by side
         where = "left: the private data · right: what the server rebuilt"
     else:
         where = "top: the private data · below: what the server rebuilt" + \
+            (" (green: passes the attack-accuracy test, red: fails)" if verdicts is not None else "") + \
             (" · bottom: the TBI baseline" if baseline is not None else "")
-    return pair_grid(originals, images, cell=160, width=720, baseline=baseline, psnr=psnr), where
+    return pair_grid(originals, images, cell=160, width=720, baseline=baseline, psnr=psnr, verdicts=verdicts), where
 
 
 # ---------------------------------------------------------------- a recorded showcase
@@ -180,7 +183,8 @@ def showcase_body(path: str, run_id: int, pace) -> None:
     originals = shown_originals(run.started.originals, run.finished.metrics)
     final = pos >= 1.0
     picture, where = _picture(originals, images, run.finished.baseline if final else None,
-                              run.finished.metrics.get("psnr_per_image") if final else None)
+                              run.finished.metrics.get("psnr_per_image") if final else None,
+                              run.finished.metrics.get("success") if final else None)
     left, right = st.columns([3, 1])
     left.image(picture, caption=f"{where} · iteration {it} of {run.finished.iterations}", clamp=True,
                width="stretch")
@@ -275,7 +279,8 @@ def live_body(preset: str, pace) -> None:
         originals = started.originals if ids is None else started.originals[np.asarray(ids)]
         images = src.images if src is not None and src.images is not None else np.ones_like(originals)
         picture, where = _picture(originals, images, getattr(fin, "baseline", None),
-                                  fin.metrics.get("psnr_per_image") if fin is not None else None)
+                                  fin.metrics.get("psnr_per_image") if fin is not None else None,
+                                  fin.metrics.get("success") if fin is not None else None)
         it = fin.iterations if fin is not None else (latest.iteration if latest is not None else 0)
         total = fin.iterations if fin is not None else (latest.total if latest is not None else "…")
         left.image(picture, caption=f"{where} · iteration {it} of {total}", clamp=True, width="stretch")

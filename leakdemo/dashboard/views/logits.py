@@ -5,11 +5,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from ...artifacts import VERDICT_COLORS, mosaic
+from ...artifacts import VERDICT_COLORS, VERDICTS_PER_ROW, mosaic
 from ..pictures import RECON_COLOR, show, zoom
 
 
-PER_ROW = 10  # classes per row: 50 in one row would shrink each face to a few pixels
+PER_ROW = VERDICTS_PER_ROW  # classes per row: 50 in one row would shrink each face to a few pixels
 
 
 WHITE = (1.0, 1.0, 1.0)
