@@ -244,3 +244,10 @@ def test_each_runs_caption_says_where_the_private_data_is():
             yield from captions(child)
     found = list(captions(at._tree))
     assert len(found) == 2 and all(c.endswith("left: private, right: rebuilt") for c in found), found
+    # PLI's finished run: class means on top, its reconstructions framed by their verdicts, TBI's at the bottom
+    at = page(runs="g7,g1")
+    pli = next(captions(at._tree))
+    assert pli.endswith("top: private, below: rebuilt (green: passes the attack-accuracy test, red: fails) · "
+                        "bottom: the TBI baseline"), pli
+    table = at.dataframe[0].value
+    assert "TBI accuracy" in table.columns and table["TBI accuracy"].notna().sum() == 1  # PLI's run only

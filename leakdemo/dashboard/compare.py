@@ -305,17 +305,21 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         size = originals.shape[1]
 
         verdicts = run.finished.metrics.get("success") if final and not single else None
+        baseline = run.finished.baseline if final and not single else None  # TBI's, beside PLI's
 
         def picture():  # sent at twice the images' size, inline; the browser enlarges it crisply
             if single:
                 return grid([[originals[0], images[0]]], cell=2 * size)
             return pair_grid(originals, images, cell=2 * size, width=20 * size,
-                             psnr=run.finished.metrics.get("psnr_per_image") if final else None, verdicts=verdicts)
+                             psnr=run.finished.metrics.get("psnr_per_image") if final else None, verdicts=verdicts,
+                             baseline=baseline)
         # pair_grid: two mosaics side by side for many, unless logit sharing's verdicts frame them in rows
-        side_by_side = single or len(originals) >= MOSAIC_FROM and verdicts is None
+        side_by_side = single or len(originals) >= MOSAIC_FROM and verdicts is None and baseline is None
         where = "left: private, right: rebuilt" if side_by_side else "top: private, below: rebuilt"
         if verdicts is not None:
             where += " (green: passes the attack-accuracy test, red: fails)"
+        if baseline is not None:
+            where += " · bottom: the TBI baseline"
         url, _ = png_once(("compare", ref, it, final), picture)
         col.image(url, caption=f"iteration {it} of {run.finished.iterations} · {where}", width="stretch")
     st.plotly_chart(_curves(runs, pos), key="c_curves", config={"displayModeBar": False})
@@ -357,7 +361,8 @@ def _table(runs) -> None:
         rows.append({"run": ref, "preset": run.scenario.get("preset"), "attack": catalog.headline(p),
                      "defense": p.get("defense"), "PSNR dB": m.get("psnr"), "SSIM": m.get("ssim"),
                      "LPIPS": m.get("lpips"), "label accuracy": m.get("label_accuracy"),
-                     "attack accuracy": m.get("attack_accuracy"), "privacy": m.get("privacy", "ε = ∞"),
+                     "attack accuracy": m.get("attack_accuracy"), "TBI accuracy": m.get("baseline_attack_accuracy"),
+                     "privacy": m.get("privacy", "ε = ∞"),
                      "iterations": run.finished.iterations, "seconds": run.finished.seconds})
     keep = [k for k in rows[0] if any(r[k] is not None for r in rows)]
     st.dataframe([{k: r[k] for k in keep} for r in rows], hide_index=True, width="stretch")
