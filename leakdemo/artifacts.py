@@ -69,6 +69,13 @@ def mosaic_layout(n: int, size: int, width: int = MOSAIC_WIDTH) -> tuple[int, in
 VERDICTS_PER_ROW = 10  # judged classes per row: PLI's 50 in one row would shrink each face to a few pixels
 
 
+def class_block(images, cell: int, verdicts: list | None = None) -> np.ndarray:
+    """Logit sharing's images, one per class, in rows of ten, each in a 2-px frame: green or red by its
+    verdict (the attack-accuracy test), white when unjudged — so a class keeps its column in every block."""
+    frames = [(1.0, 1.0, 1.0)] * len(images) if verdicts is None else [VERDICT_COLORS[bool(v)] for v in verdicts]
+    return mosaic(images, min(len(images), VERDICTS_PER_ROW), cell, frames, border=2)
+
+
 def pair_grid(originals: np.ndarray, recon: np.ndarray, cell: int = GRID_CELL, psnr: list | None = None,
               width: int = MOSAIC_WIDTH, baseline: np.ndarray | None = None,
               verdicts: list | None = None) -> np.ndarray:
@@ -77,11 +84,8 @@ def pair_grid(originals: np.ndarray, recon: np.ndarray, cell: int = GRID_CELL, p
     reconstruction passes the attack-accuracy test) the reconstructions are framed green or red, every block
     in rows of ten classes."""
     if verdicts is not None and len(verdicts) == len(originals):
-        white = [(1.0, 1.0, 1.0)] * len(originals)
-        blocks = [(originals, white), (recon, [VERDICT_COLORS[bool(v)] for v in verdicts])]
-        blocks += [(baseline, white)] if baseline is not None else []
-        cols = min(len(originals), VERDICTS_PER_ROW)
-        return np.concatenate([mosaic(b, cols, cell, f, border=2) for b, f in blocks], axis=0)
+        blocks = [class_block(originals, cell), class_block(recon, cell, verdicts)]
+        return np.concatenate(blocks + ([class_block(baseline, cell)] if baseline is not None else []), axis=0)
     if len(originals) < MOSAIC_FROM or baseline is not None:
         return grid([list(originals), list(recon)] + ([list(baseline)] if baseline is not None else []), cell)
     cols, cell = mosaic_layout(len(originals), originals.shape[1], width)

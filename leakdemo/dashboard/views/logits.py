@@ -5,14 +5,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from ...artifacts import VERDICT_COLORS, VERDICTS_PER_ROW, mosaic
+from ...artifacts import VERDICTS_PER_ROW, class_block
 from ..pictures import RECON_COLOR, show, zoom
 
 
 PER_ROW = VERDICTS_PER_ROW  # classes per row: 50 in one row would shrink each face to a few pixels
-
-
-WHITE = (1.0, 1.0, 1.0)
 
 
 def classes_panel(run: int, started, images, baseline, success, latest) -> None:
@@ -34,12 +31,10 @@ def classes_panel(run: int, started, images, baseline, success, latest) -> None:
     for i, (text, cls, row) in enumerate(zip(labels, ("ld-orig", "ld-recon", "ld-base"), rows)):
         st.markdown(f'<span class="{cls}">{text}</span>', unsafe_allow_html=True)
         size = row[0].shape[0]
-        # every row framed alike (white where nothing is judged), so each class keeps its place in all three
-        frames = [VERDICT_COLORS[bool(ok)] for ok in success] if i == 1 and judged else [WHITE] * len(row)
+        verdicts = tuple(map(bool, success)) if i == 1 and judged else None  # PLI's row: framed by them
 
-        def picture(row=row, size=size, frames=frames):
-            return mosaic(row, min(PER_ROW, len(row)), 2 * size, frames, border=2)
-        verdicts = tuple(map(bool, success)) if i == 1 and judged else None
+        def picture(row=row, size=size, verdicts=verdicts):
+            return class_block(row, 2 * size, verdicts)
         show(st, ("classes", run, i, -1 if i == 0 else frame, verdicts), picture, zoom(size, cell))
         if i == 1 and judged:  # the verdicts right under the faces they judge, not under TBI's
             st.caption("Frame: green ✓ passes the attack-accuracy test, red ✗ fails — "
