@@ -224,7 +224,9 @@ def _placed(rows: list[dict], axes: list[str], key: str, log: bool) -> list[tupl
     return [((x - lo) / (hi - lo) if hi > lo else 0.5, y) for x, y in pts]
 
 
-LABEL_PX, LABEL_PLOT_PX = 6, 250  # a label's character; a half-width chart's plot on a 1280-px laptop
+# a half-width chart's plot, in px: on a 1024-px laptop (the narrowest we draw for) and a 1280-px one; a
+# character of its labels
+NARROW_PLOT_PX, LAPTOP_PLOT_PX, CHAR_PX = 140, 250, 6
 
 
 def _label_place(points: list[tuple[float, float]], y: float, text: str, prefer: str = "top") -> str:
@@ -233,7 +235,7 @@ def _label_place(points: list[tuple[float, float]], y: float, text: str, prefer:
     other side ("no defense" sat on top_k = 10's point when the attack there leaked as much as without the
     defense; "20 dB" on the prune curve as it fell through 20 dB)."""
     best, place = -1.0, f"{prefer} right"
-    span = min(1.0, LABEL_PX * len(text) / LABEL_PLOT_PX)  # the share of the plot's width the label covers
+    span = min(1.0, CHAR_PX * len(text) / LAPTOP_PLOT_PX)  # the share of the plot's width the label covers
     for end, under in (("right", [v for s, v in points if s >= 1 - span]),
                        ("left", [v for s, v in points if s <= span])):
         if under and (all(v < y for v in under) or all(v > y for v in under)):
@@ -260,14 +262,11 @@ def _strength_ticks(rows: list[dict], axis: str, log: bool) -> dict:
     return {"tickmode": "array", "tickvals": values, "ticktext": texts}
 
 
-PLOT_PX, DIGIT_PX = 140, 7  # a half-width chart's plot on a 1024-px laptop; a tick label's character
-
-
 def _labels_fit(values: list[float], texts: list[str]) -> bool:
     """Whether every value's label fits beside its neighbours on the narrowest chart, unrotated (top-k's 1, 2,
     5, 10 do; pruning's 0.1, 0.2, 0.3 … 0.99 stood on end, and plotly's 0.2, 0.4 … read better)."""
     span = values[-1] - values[0]
-    return span > 0 and all((b - a) / span * PLOT_PX >= DIGIT_PX * (len(p) + len(q)) / 2 + 4
+    return span > 0 and all((b - a) / span * NARROW_PLOT_PX >= CHAR_PX * (len(p) + len(q)) / 2 + 4
                             for a, b, p, q in zip(values, values[1:], texts, texts[1:]))
 
 
