@@ -71,8 +71,9 @@ VERDICTS_PER_ROW = 10  # judged classes per row: PLI's 50 in one row would shrin
 
 def class_block(images, cell: int, verdicts: list | None = None) -> np.ndarray:
     """Logit sharing's images, one per class, in rows of ten, each in a 2-px frame: green or red by its
-    verdict (the attack-accuracy test), white when unjudged — so a class keeps its column in every block."""
-    frames = [(1.0, 1.0, 1.0)] * len(images) if verdicts is None else [VERDICT_COLORS[bool(v)] for v in verdicts]
+    verdict (the attack-accuracy test), white when unjudged (None) — so a class keeps its column in every block."""
+    verdicts = [None] * len(images) if verdicts is None else verdicts
+    frames = [(1.0, 1.0, 1.0) if v is None else VERDICT_COLORS[bool(v)] for v in verdicts]
     return mosaic(images, min(len(images), VERDICTS_PER_ROW), cell, frames, border=2)
 
 

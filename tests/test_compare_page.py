@@ -230,6 +230,12 @@ def test_the_presenter_caption_says_where_the_private_data_is():
     assert where.startswith("top: the private data") and picture.shape[0] > picture.shape[1] / 3  # rows
     picture, where = _picture(many, many, psnr=[30.0] * 40)  # two mosaics side by side
     assert where.startswith("left: the private data") and picture.shape[1] > picture.shape[0]
+    classes = np.random.rand(10, 8, 8, 3)  # PLI mid-replay: unjudged, TBI's row kept blank; then judged
+    pending, where = _picture(classes, classes, np.full_like(classes, 0.92), verdicts=[None] * 10)
+    assert where.endswith("what the server rebuilt · bottom: the TBI baseline, shown at the end"), where
+    judged, where = _picture(classes, classes, classes, verdicts=[True] * 10)
+    assert where.endswith("(green: passes the attack-accuracy test, red: fails) · bottom: the TBI baseline")
+    assert pending.shape == judged.shape
 
 
 def test_each_runs_caption_says_where_the_private_data_is():
@@ -251,3 +257,36 @@ def test_each_runs_caption_says_where_the_private_data_is():
                         "bottom: the TBI baseline"), pli
     table = at.dataframe[0].value
     assert "TBI accuracy" in table.columns and table["TBI accuracy"].notna().sum() == 1  # PLI's run only
+
+
+def _pictures(node):
+    """The decoded pictures of a page's image elements, in page order."""
+    import base64
+    import io
+
+    from PIL import Image
+    for child in (node.children.values() if isinstance(getattr(node, "children", None), dict) else []):
+        if getattr(child, "type", None) == "image":
+            for im in child.proto.imgs:
+                yield np.asarray(Image.open(io.BytesIO(base64.b64decode(im.url.split(",", 1)[1])))), im.caption
+        yield from _pictures(child)
+
+
+def test_a_pli_replay_keeps_its_size_to_the_end():
+    """PLI's replay grew by TBI's row at the last frame, pushing the charts down the projector: the row's place
+    is kept, blank light grey, and the faces framed white until the finished run judges them."""
+    from leakdemo.artifacts import VERDICT_COLORS
+    at = page(runs="g7,g1")
+    at.session_state["c_pos"] = 0.3
+    at.run()
+    (mid, caption), _ = list(_pictures(at._tree))
+    assert caption.endswith("top: private, below: rebuilt · bottom: the TBI baseline, shown at the end"), caption
+    at.session_state["c_pos"] = 1.0
+    at.run()
+    (end, caption), _ = list(_pictures(at._tree))
+    assert "red: fails" in caption and mid.shape == end.shape
+    bottom = mid[-mid.shape[0] // 6:]  # inside TBI's row: one light grey besides the white gaps and frames
+    assert {tuple(int(c) for c in px) for px in bottom.reshape(-1, 3)} == {(255, 255, 255), (235, 235, 235)}
+    colors = {tuple(round(255 * c) for c in VERDICT_COLORS[ok]) for ok in (True, False)}
+    assert not colors & {tuple(int(c) for c in px) for px in mid.reshape(-1, 3)}  # unjudged: no green, no red
+    assert colors & {tuple(int(c) for c in px) for px in end.reshape(-1, 3)}

@@ -208,6 +208,20 @@ def frame_at(run: StoredRun, fraction: float) -> tuple[int, np.ndarray]:
     return best
 
 
+PENDING_SHADE = 0.92  # the TBI row before the replay's end: a light grey that keeps its place
+
+
+def judged_extras(run: StoredRun, final: bool) -> tuple[list | None, np.ndarray | None]:
+    """Logit sharing's verdicts and TBI baseline for a replayed frame: the finished run's at the end; before
+    it, unjudged frames and a blank row where TBI's faces will be, so the picture keeps its size as the
+    replay ends (it grew by a row at the last frame, pushing the charts below down the projector)."""
+    verdicts, baseline = run.finished.metrics.get("success"), run.finished.baseline
+    if final:
+        return verdicts, baseline
+    return (None if verdicts is None else [None] * len(verdicts),
+            None if baseline is None else np.full_like(baseline, PENDING_SHADE))
+
+
 def _play() -> None:
     if st.session_state.get("c_pos", 0.0) >= 1.0:
         st.session_state["c_pos"] = 0.0
@@ -304,8 +318,7 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         final = pos >= 1.0
         size = originals.shape[1]
 
-        verdicts = run.finished.metrics.get("success") if final and not single else None
-        baseline = run.finished.baseline if final and not single else None  # TBI's, beside PLI's
+        verdicts, baseline = (None, None) if single else judged_extras(run, final)  # TBI's, beside PLI's
 
         def picture():  # sent at twice the images' size, inline; the browser enlarges it crisply
             if single:
@@ -316,10 +329,10 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         # pair_grid: two mosaics side by side for many, unless logit sharing's verdicts frame them in rows
         side_by_side = single or len(originals) >= MOSAIC_FROM and verdicts is None and baseline is None
         where = "left: private, right: rebuilt" if side_by_side else "top: private, below: rebuilt"
-        if verdicts is not None:
+        if verdicts is not None and final:
             where += " (green: passes the attack-accuracy test, red: fails)"
         if baseline is not None:
-            where += " · bottom: the TBI baseline"
+            where += " · bottom: the TBI baseline" + ("" if final else ", shown at the end")
         url, _ = png_once(("compare", ref, it, final), picture)
         col.image(url, caption=f"iteration {it} of {run.finished.iterations} · {where}", width="stretch")
     st.plotly_chart(_curves(runs, pos), key="c_curves", config={"displayModeBar": False})

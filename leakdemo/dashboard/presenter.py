@@ -16,7 +16,7 @@ from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from .shared import queue_line, run_pool
-from .compare import frame_at
+from .compare import frame_at, judged_extras
 
 TICK = 0.3
 REPLAY_SECONDS = 6.0
@@ -163,9 +163,14 @@ def _picture(originals: np.ndarray, images: np.ndarray, baseline=None, psnr=None
         where = "left: the private data · right: what the server rebuilt"
     else:
         where = "top: the private data · below: what the server rebuilt" + \
-            (" (green: passes the attack-accuracy test, red: fails)" if verdicts is not None else "") + \
-            (" · bottom: the TBI baseline" if baseline is not None else "")
+            (" (green: passes the attack-accuracy test, red: fails)" if _judged(verdicts) else "") + \
+            (" · bottom: the TBI baseline" + ("" if _judged(verdicts) else ", shown at the end")
+             if baseline is not None else "")
     return pair_grid(originals, images, cell=160, width=720, baseline=baseline, psnr=psnr, verdicts=verdicts), where
+
+
+def _judged(verdicts) -> bool:
+    return verdicts is not None and all(v is not None for v in verdicts)
 
 
 # ---------------------------------------------------------------- a recorded showcase
@@ -182,9 +187,9 @@ def showcase_body(path: str, run_id: int, pace) -> None:
     it, images = frame_at(run, pos)
     originals = shown_originals(run.started.originals, run.finished.metrics)
     final = pos >= 1.0
-    picture, where = _picture(originals, images, run.finished.baseline if final else None,
-                              run.finished.metrics.get("psnr_per_image") if final else None,
-                              run.finished.metrics.get("success") if final else None)
+    verdicts, baseline = judged_extras(run, final)
+    picture, where = _picture(originals, images, baseline,
+                              run.finished.metrics.get("psnr_per_image") if final else None, verdicts)
     left, right = st.columns([3, 1])
     left.image(picture, caption=f"{where} · iteration {it} of {run.finished.iterations}", clamp=True,
                width="stretch")
