@@ -189,6 +189,29 @@ def test_the_recognisable_line_is_labelled_where_no_curve_crosses_it():
     assert labels["no defense"].y == 91.6 and labels["no defense"].bgcolor  # each label on its own line
 
 
+def test_the_labels_keep_clear_of_the_federations_dashed_lines():
+    """sweep-dp-dlg: the federation's accuracy (dashed, right axis) runs along the top at about 0.95 — where
+    "no defense" sat, on its markers — then falls through 20 dB at the right, where "20 dB" sat below the line
+    on the dropping curves. The labels go where neither the attack's curves nor the dashed lines pass."""
+    from leakdemo.dashboard.tradeoffs import strength_figure
+
+    sigmas = [1e-4, 3.728e-4, 1.389e-3, 5.179e-3, 1.931e-2, 7.197e-2, 0.2683, 1.0]  # the gallery's recording
+    runs = {0.0: ([58.5, 47.1, 35.9, 25.0, 15.1, 5.5, 4.7, 4.8], [0.949, 0.951, 0.949, 0.956, 0.951, 0.958, 0.729, 0.124]),
+            4.0: ([49.7, 38.1, 27.2, 17.1, 6.2, 4.8, 4.7, 4.5], [0.967, 0.967, 0.964, 0.967, 0.964, 0.958, 0.836, 0.138])}
+    rows = [{**row(0, 0.951, 91.6, True), "dp_clip": None}]
+    for clip, (psnr, acc) in runs.items():
+        rows += [{**row(len(rows), a, p), "dp_sigma": s, "dp_clip": clip} for s, p, a in zip(sigmas, psnr, acc)]
+    fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True)
+    labels = {a.text: a for a in fig.layout.annotations if a.text in ("20 dB: recognisable", "no defense")}
+    # below the baseline at the left: the dashed lines' markers at 0.95 lie above it, the attack's curves far below
+    assert (labels["no defense"].x, labels["no defense"].yanchor) == (0, "top")
+    # above 20 dB at the right: the attack's curves are down at 5 dB there (at the left they cross 20 dB); the
+    # dashed lines fall through the line at the far right only
+    assert (labels["20 dB: recognisable"].x, labels["20 dB: recognisable"].yanchor) == (1, "bottom")
+    lo, hi = fig.layout.yaxis.range  # set, so the labels' placement and the dashed lines' heights match the chart
+    assert lo == 0 and hi == pytest.approx(91.6 * 1.1)
+
+
 def test_an_accuracy_axis_stays_within_zero_and_one():
     """Two equal accuracies once spread the utility axis over 0.33–1.69; an accuracy is never above 1."""
     from leakdemo.dashboard.tradeoffs import strength_figure

@@ -191,19 +191,24 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
             fig.add_trace(go.Scatter(x=xs, y=util, mode="lines+markers", name=name or "utility", legendgroup=name,
                                      showlegend=not name, line=dict(color=color, dash="dash"),
                                      marker=dict(symbol="square")), secondary_y=True)
-    points = _placed(rows, axes, key, log)
+    uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
+    lo, hi = _leakage_span(rows, key)
+    # the dashed utility lines, at the height the right-hand axis draws them, cross the labels too
+    curves = [(2, c) for c in _curves(rows, axes, lambda r: r.get(key), log)] + \
+        [(1, c) for c in _curves(rows, axes, _on_leakage_axis(rows, uname, lo, hi), log)]
+    label_h = LABEL_PX / PLOT_HEIGHT_PX * (hi - lo)
     veil = "rgba(255,255,255,0.6)"  # behind a line's label: readable where a narrow chart's curve crosses it
     if clean is not None and clean.get(key) is not None:
         fig.add_hline(y=clean[key], line=dict(color="#c0392b", dash="dot"), annotation_text="no defense",
-                      annotation_position=_label_place(points, clean[key], "no defense"), annotation_bgcolor=veil)
+                      annotation_position=_label_place(curves, clean[key], "no defense", label_h), annotation_bgcolor=veil)
     if key == "psnr":
         fig.add_hline(y=20, line=dict(color="#e67e22", dash="dash"), annotation_text="20 dB: recognisable",
-                      annotation_position=_label_place(points, 20, "20 dB: recognisable", prefer="bottom"),
+                      annotation_position=_label_place(curves, 20, "20 dB: recognisable", label_h,
+                                                                        prefer="bottom"),
                       annotation_bgcolor=veil)
-    uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
     fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_strength_ticks(rows, axes[0], log))
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
-                     secondary_y=False, range=SHARE_RANGE if key == "attack_accuracy" else None)
+                     secondary_y=False, range=[lo, hi])
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=utility_range(rows, uname),
                      tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
     # short enough for a half-width chart on a 1024-px laptop ("… against the defense's strength" ran past it)
@@ -213,36 +218,83 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     return fig
 
 
-def _placed(rows: list[dict], axes: list[str], key: str, log: bool) -> list[tuple[float, float]]:
-    """The leakage points as (share of the x axis's width, value): where a line's label may collide."""
-    pts = [(r.get(axes[0]), r.get(key)) for r in rows if not r.get("undefended")]
-    pts = [(math.log10(x) if log else x, y) for x, y in pts
-           if isinstance(x, (int, float)) and (x > 0 or not log) and y is not None]
-    if not pts:
+def _leakage_span(rows: list[dict], key: str) -> tuple[float, float]:
+    """The left axis's range, set rather than plotly's autorange so the labels can be placed against it (and
+    the dashed utility lines mapped onto it): attack accuracy's fixed one; PSNR from 0 to a tenth above the
+    highest value or line."""
+    if key == "attack_accuracy":
+        return tuple(SHARE_RANGE)
+    seen = [r[key] for r in rows if isinstance(r.get(key), (int, float))] + [20]
+    lo = min(0.0, min(seen))
+    return lo, max(seen) + 0.1 * (max(seen) - lo)  # room above the highest point for the label of its line
+
+
+def _curves(rows: list[dict], axes: list[str], value, log: bool) -> list[list[tuple[float, float]]]:
+    """Each series' points as (share of the x axis's width, height on the leakage axis), in the order drawn:
+    where a line's label may collide with it."""
+    xs = [r.get(axes[0]) for r in rows if not r.get("undefended")]
+    xs = [math.log10(x) if log else x for x in xs
+          if isinstance(x, (int, float)) and not isinstance(x, bool) and (x > 0 or not log)]
+    if not xs:
         return []
-    lo, hi = min(x for x, _ in pts), max(x for x, _ in pts)
-    return [((x - lo) / (hi - lo) if hi > lo else 0.5, y) for x, y in pts]
+    lo, hi = min(xs), max(xs)
+    out = []
+    for _, rs in _series(rows, axes):
+        pts = [(r.get(axes[0]), value(r)) for r in rs]
+        pts = [((math.log10(x) if log else x), y) for x, y in pts
+               if isinstance(x, (int, float)) and not isinstance(x, bool) and (x > 0 or not log) and y is not None]
+        out.append([((x - lo) / (hi - lo) if hi > lo else 0.5, y) for x, y in pts])
+    return [c for c in out if c]
+
+
+def _on_leakage_axis(rows: list[dict], uname: str, lo: float, hi: float):
+    """A row's utility at the height the right-hand axis draws it, in the left axis's units (lo … hi)."""
+    util = [u for u in (utility_of(r)[1] for r in rows) if u is not None]
+    if not util:
+        return lambda r: None
+    ulo, uhi = utility_range(rows, uname) or (min(util), max(util))
+
+    def height(r):
+        u = utility_of(r)[1]
+        return None if u is None or uhi <= ulo else lo + (u - ulo) / (uhi - ulo) * (hi - lo)
+    return height
 
 
 # a half-width chart's plot, in px: on a 1024-px laptop (the narrowest we draw for) and a 1280-px one; a
-# character of its labels
+# character of its labels; the plot's height and a label's, with its veil's padding
 NARROW_PLOT_PX, LAPTOP_PLOT_PX, CHAR_PX = 140, 250, 6
+PLOT_HEIGHT_PX, LABEL_PX = 260, 16
 
 
-def _label_place(points: list[tuple[float, float]], y: float, text: str, prefer: str = "top") -> str:
-    """Where a horizontal line's label stays clear of the leakage curves: at the end of the chart (right,
-    else left) whose points under the label all lie on one side of the line, farthest from it, on the line's
-    other side ("no defense" sat on top_k = 10's point when the attack there leaked as much as without the
-    defense; "20 dB" on the prune curve as it fell through 20 dB)."""
-    best, place = -1.0, f"{prefer} right"
+def _label_place(curves: list[tuple[int, list[tuple[float, float]]]], y: float, text: str, height: float,
+                 prefer: str = "top") -> str:
+    """Where a horizontal line's label is least in the way: each end of the chart (right, else left), above or
+    below the line, scored by the pieces of the curves (weight, points) that pass through the label's box —
+    and, counted half, within half its height beyond it — the attack's thick lines and markers weighing twice the
+    federation's thin dashed ones ("no defense" sat on top_k = 10's point; "20 dB" on the prune curve as it
+    fell through 20 dB, and on dp-dlg's dashed accuracy lines)."""
     span = min(1.0, CHAR_PX * len(text) / LAPTOP_PLOT_PX)  # the share of the plot's width the label covers
-    for end, under in (("right", [v for s, v in points if s >= 1 - span]),
-                       ("left", [v for s, v in points if s <= span])):
-        if under and (all(v < y for v in under) or all(v > y for v in under)):
-            gap = min(abs(v - y) for v in under)
-            if gap > best:
-                best, place = gap, f"{'top' if under[0] < y else 'bottom'} {end}"
-    return place
+    best = None
+    for end, (a, b) in (("right", (1 - span, 1.0)), ("left", (0.0, span))):
+        for side, box, near in (("top", (y, y + height), (y, y + 1.5 * height)),
+                                ("bottom", (y - height, y), (y - 1.5 * height, y))):
+            hits = sum(w * (_meets(c, a, b, *box) + _meets(c, a, b, *near)) / 2 for w, c in curves)
+            score = (hits, side != prefer, end != "right")
+            if best is None or score < best[0]:
+                best = (score, f"{side} {end}")
+    return best[1]
+
+
+def _meets(curve: list[tuple[float, float]], a: float, b: float, y0: float, y1: float) -> int:
+    """How many of a curve's points and segments pass through the box [a, b] × [y0, y1]."""
+    hits = sum(a <= s <= b and y0 <= v <= y1 for s, v in curve)
+    for (s1, v1), (s2, v2) in zip(curve, curve[1:]):
+        lo, hi = max(a, min(s1, s2)), min(b, max(s1, s2))
+        if lo > hi or s1 == s2:
+            continue
+        ends = [v1 + (v2 - v1) * (t - s1) / (s2 - s1) for t in (lo, hi)]  # the segment clipped to [a, b]
+        hits += min(ends) <= y1 and max(ends) >= y0
+    return hits
 
 
 def _strength_ticks(rows: list[dict], axis: str, log: bool) -> dict:
