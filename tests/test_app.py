@@ -288,6 +288,18 @@ def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten(
     quality, loss = _chart(SimpleNamespace(curves=curves))
     assert list(quality.layout.yaxis2.tickvals) == [0, 0.25, 0.5, 0.75, 1]  # not the PSNR grid's 0.569, 0.853
     assert loss.layout.yaxis.exponentformat == "power"  # 10⁻⁶, not "1μ"
+    assert loss.layout.yaxis.dtick == 2  # 50 … 2·10⁻⁶ is 7.4 decades: every second one labelled
+
+
+def test_a_log_axis_labels_what_fits_its_span():
+    """AGIC's loss, 2·10⁻³ to 6·10⁻², read "6 5 4 3 2 10⁻² 9 8 7 6 5 4 3 2" — plotly labels every digit of a
+    short span, on top of each other in a 300-px chart: under two decades 1, 2 and 5 of each, above one label
+    per decade, every few decades over a wide span."""
+    from leakdemo.dashboard.axes import log_axis
+    assert log_axis([0.055, 0.004, 0.0021, 0.003])["dtick"] == "D2"
+    assert log_axis([1.0, 2e-3])["dtick"] == 1 and log_axis([100.0, 1e-7, None, float("nan")])["dtick"] == 2
+    assert log_axis([1e4, 1e-20])["dtick"] == 4  # 24 decades: six labels
+    assert "dtick" not in log_axis([None, 0.0]) and log_axis([])["type"] == "log"
 
 
 def _verdict_panel():

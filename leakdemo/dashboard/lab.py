@@ -22,6 +22,7 @@ from ..errors import LeakdemoError
 from ..settings import LOCAL_DATA, LPIPS_HELP
 from ..scenario import from_dict, presets
 from . import state
+from .axes import log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS
 from .shared import hardware, queue_line, run_pool, tab_alive
@@ -354,7 +355,7 @@ def _chart(handle):
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))
     loss = go.Figure(go.Scatter(x=c["iteration"], y=c["loss"], name="loss", line=dict(color="#555", width=2)))
     loss.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Attack loss (its own objective)",
-                       xaxis_title="iteration", yaxis=dict(type="log", exponentformat="power"), font=dict(size=14))
+                       xaxis_title="iteration", yaxis=log_axis(c["loss"]), font=dict(size=14))
     return fig, loss
 
 

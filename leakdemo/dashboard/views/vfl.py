@@ -8,6 +8,7 @@ import streamlit as st
 
 from ...artifacts import grid, mosaic, mosaic_layout, psnr_color
 from ...settings import tile_grid, tiles
+from ..axes import log_axis
 from ..pictures import RECON_COLOR, show, titled_columns, zoom
 
 PAGE = 100  # samples per page of the data-set view
@@ -60,7 +61,7 @@ def steps_chart(c: dict):
         pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
         fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name, line=dict(color=color, width=3)))
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Steps I–II: relative error vs the truth",
-                      xaxis_title="iteration", yaxis=dict(type="log", exponentformat="power", dtick=1),
+                      xaxis_title="iteration", yaxis=log_axis([*c["step1_error"], *c["step2_error"]]),
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))
     return fig
 
