@@ -208,6 +208,11 @@ def test_the_labels_keep_clear_of_the_federations_dashed_lines():
     # above 20 dB at the right: the attack's curves are down at 5 dB there (at the left they cross 20 dB); the
     # dashed lines fall through the line at the far right only
     assert (labels["20 dB: recognisable"].x, labels["20 dB: recognisable"].yanchor) == (1, "bottom")
+    # on a projector the label covers a tenth of the plot, not half: the dashed lines' last drop runs through
+    # its right end, while the left end lies clear between the attack's curves high above and nothing below
+    fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True, plot_px=850, char_px=9)
+    label = next(a for a in fig.layout.annotations if a.text == "20 dB: recognisable")
+    assert (label.x, label.yanchor) == (0, "top")
     lo, hi = fig.layout.yaxis.range  # set, so the labels' placement and the dashed lines' heights match the chart
     assert lo == 0 and hi == pytest.approx(91.6 * 1.1)
 

@@ -325,7 +325,8 @@ def sweep_scene(name: str, choices: dict) -> None:
         st.info(problem)
         memo.pop(name)  # asked again next time: the sweep may have been run meanwhile
         return
-    fig = strength_figure(rows, [a.name for a in axes], axes[0].log)
+    # the plot spans the projector: about 850 px at 1024×768, its labels' characters about half the font wide
+    fig = strength_figure(rows, [a.name for a in axes], axes[0].log, plot_px=850, char_px=BIG_FONT // 2)
     big, bigger = dict(size=BIG_FONT), dict(size=BIG_FONT + 4)  # the theme sizes each part: each is set here
     # no title (the scene's heading says it), so the key to solid and dashed lines heads the legend
     fig.update_layout(height=None, font=big, title=None,

@@ -173,8 +173,11 @@ def _series(rows: list[dict], axes: list[str]) -> list[tuple[str, list[dict]]]:
 LINE_STYLES = "solid: the attack · dashed: the federation"  # the strength chart's key to its lines
 
 
-def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
-    """Leakage (left axis) and utility (right axis) against the swept strength: where the knee is."""
+def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int | None = None,
+                    char_px: int | None = None) -> go.Figure:
+    """Leakage (left axis) and utility (right axis) against the swept strength: where the knee is. plot_px and
+    char_px: the plot's width and a label character's, where the chart is drawn (a half-width chart on a
+    laptop unless told; the presenter's spans a projector)."""
     key = privacy_key(rows)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     clean = next((r for r in rows if r["undefended"]), None)
@@ -197,13 +200,14 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool) -> go.Figure:
     curves = [(2, c) for c in _curves(rows, axes, lambda r: r.get(key), log)] + \
         [(1, c) for c in _curves(rows, axes, _on_leakage_axis(rows, uname, lo, hi), log)]
     label_h = LABEL_PX / PLOT_HEIGHT_PX * (hi - lo)
+    char = (char_px or CHAR_PX) / (plot_px or LAPTOP_PLOT_PX)  # a label character's share of the plot's width
     veil = "rgba(255,255,255,0.6)"  # behind a line's label: readable where a narrow chart's curve crosses it
     if clean is not None and clean.get(key) is not None:
         fig.add_hline(y=clean[key], line=dict(color="#c0392b", dash="dot"), annotation_text="no defense",
-                      annotation_position=_label_place(curves, clean[key], "no defense", label_h), annotation_bgcolor=veil)
+                      annotation_position=_label_place(curves, clean[key], "no defense", label_h, char), annotation_bgcolor=veil)
     if key == "psnr":
         fig.add_hline(y=20, line=dict(color="#e67e22", dash="dash"), annotation_text="20 dB: recognisable",
-                      annotation_position=_label_place(curves, 20, "20 dB: recognisable", label_h,
+                      annotation_position=_label_place(curves, 20, "20 dB: recognisable", label_h, char,
                                                                         prefer="bottom"),
                       annotation_bgcolor=veil)
     fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_strength_ticks(rows, axes[0], log))
@@ -267,13 +271,13 @@ PLOT_HEIGHT_PX, LABEL_PX = 260, 16
 
 
 def _label_place(curves: list[tuple[int, list[tuple[float, float]]]], y: float, text: str, height: float,
-                 prefer: str = "top") -> str:
+                 char: float, prefer: str = "top") -> str:
     """Where a horizontal line's label is least in the way: each end of the chart (right, else left), above or
     below the line, scored by the pieces of the curves (weight, points) that pass through the label's box —
     and, counted half, within half its height beyond it — the attack's thick lines and markers weighing twice the
     federation's thin dashed ones ("no defense" sat on top_k = 10's point; "20 dB" on the prune curve as it
     fell through 20 dB, and on dp-dlg's dashed accuracy lines)."""
-    span = min(1.0, CHAR_PX * len(text) / LAPTOP_PLOT_PX)  # the share of the plot's width the label covers
+    span = min(1.0, char * len(text))  # the share of the plot's width the label covers
     best = None
     for end, (a, b) in (("right", (1 - span, 1.0)), ("left", (0.0, span))):
         for side, box, near in (("top", (y, y + height), (y, y + 1.5 * height)),
