@@ -202,14 +202,13 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
     label_h = LABEL_PX / PLOT_HEIGHT_PX * (hi - lo)
     char = (char_px or CHAR_PX) / (plot_px or LAPTOP_PLOT_PX)  # a label character's share of the plot's width
     veil = "rgba(255,255,255,0.6)"  # behind a line's label: readable where a narrow chart's curve crosses it
-    if clean is not None and clean.get(key) is not None:
-        fig.add_hline(y=clean[key], line=dict(color="#c0392b", dash="dot"), annotation_text="no defense",
-                      annotation_position=_label_place(curves, clean[key], "no defense", label_h, char), annotation_bgcolor=veil)
+    lines = [(clean.get(key) if clean else None, "no defense", dict(color="#c0392b", dash="dot"), "top")]
     if key == "psnr":
-        fig.add_hline(y=20, line=dict(color="#e67e22", dash="dash"), annotation_text="20 dB: recognisable",
-                      annotation_position=_label_place(curves, 20, "20 dB: recognisable", label_h, char,
-                                                                        prefer="bottom"),
-                      annotation_bgcolor=veil)
+        lines.append((20, "20 dB: recognisable", dict(color="#e67e22", dash="dash"), "bottom"))
+    for y, text, line, prefer in lines:
+        if y is not None:
+            fig.add_hline(y=y, line=line, annotation_text=text, annotation_bgcolor=veil,
+                          annotation_position=_label_place(curves, y, text, label_h, char, prefer))
     fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_strength_ticks(rows, axes[0], log))
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False, range=[lo, hi])
@@ -236,18 +235,17 @@ def _leakage_span(rows: list[dict], key: str) -> tuple[float, float]:
 def _curves(rows: list[dict], axes: list[str], value, log: bool) -> list[list[tuple[float, float]]]:
     """Each series' points as (share of the x axis's width, height on the leakage axis), in the order drawn:
     where a line's label may collide with it."""
-    xs = [r.get(axes[0]) for r in rows if not r.get("undefended")]
-    xs = [math.log10(x) if log else x for x in xs
-          if isinstance(x, (int, float)) and not isinstance(x, bool) and (x > 0 or not log)]
+    def drawn(x) -> bool:  # a strength the axis can place
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and (x > 0 or not log)
+
+    def at(x) -> float:
+        return math.log10(x) if log else x
+    xs = [at(r[axes[0]]) for r in rows if not r.get("undefended") and drawn(r.get(axes[0]))]
     if not xs:
         return []
     lo, hi = min(xs), max(xs)
-    out = []
-    for _, rs in _series(rows, axes):
-        pts = [(r.get(axes[0]), value(r)) for r in rs]
-        pts = [((math.log10(x) if log else x), y) for x, y in pts
-               if isinstance(x, (int, float)) and not isinstance(x, bool) and (x > 0 or not log) and y is not None]
-        out.append([((x - lo) / (hi - lo) if hi > lo else 0.5, y) for x, y in pts])
+    out = [[((at(r[axes[0]]) - lo) / (hi - lo) if hi > lo else 0.5, value(r)) for r in rs
+            if drawn(r.get(axes[0])) and value(r) is not None] for _, rs in _series(rows, axes)]
     return [c for c in out if c]
 
 
