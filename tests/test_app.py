@@ -336,3 +336,15 @@ def test_pli_verdicts_frame_the_faces_they_judge():
     green, red = (tuple(round(255 * c) for c in VERDICT_COLORS[ok]) for ok in (True, False))
     assert corner == [(255, 255, 255)] * 3 + [green, red, green] + [(255, 255, 255)] * 3
     assert at.caption[0].value.endswith("✓ identity 1  ✗ identity 2  ✓ identity 3")
+
+
+def test_racing_starts_show_as_a_small_strip():
+    """Eight racing starts were a 3 × 3 block of 160-px pictures, 500 px tall, that pushed the curves off a
+    laptop's screen when shown: they are a strip about twice as wide as tall, 480 px across."""
+    from leakdemo.artifacts import mosaic
+    from leakdemo.dashboard.views.images import trials_layout
+    for n, expected in ((2, (2, 160)), (8, (4, 120)), (16, (6, 80))):
+        assert trials_layout(n, 32) == expected
+        strip = mosaic(np.random.rand(n, 32, 32, 3), *trials_layout(n, 32))
+        assert strip.shape[1] <= 500 and strip.shape[1] >= 1.5 * strip.shape[0], strip.shape
+

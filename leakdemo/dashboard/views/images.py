@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from ...artifacts import mosaic, mosaic_layout, psnr_color
+from ...artifacts import mosaic, psnr_color
 from ..pictures import batch_grid, batch_zoom, show, titled_columns
 
 ROW_KEY = "ld_row"
@@ -31,6 +31,18 @@ def images_panel(seq: int, started, originals: np.ndarray, images, per: list, fr
                    "Hungarian algorithm before scoring.")
 
 
+TRIALS_WIDTH, TRIALS_CELL = 480, 160  # px of the racing starts' mosaic, and at most of one start in it
+
+
+def trials_layout(n: int, size: int) -> tuple[int, int]:
+    """(columns, cell px) for n racing starts: a strip about twice as wide as tall under the picture (a square
+    block of 8 starts, 3 × 160 px, stood 500 px tall and pushed the curves off a laptop's screen; now 4 × 2 at
+    120 px, 16 starts 6 × 3 at 80)."""
+    rows = max(1, round((n / 2) ** 0.5))
+    cols = -(-n // rows)
+    return cols, max(size, min(TRIALS_CELL, TRIALS_WIDTH // cols))
+
+
 def trials_panel(seq: int, latest) -> None:
     """Racing starts, on request: every shown trial's current estimate, framed by its PSNR (scored outside
     the attack), so the class sees K starts race and one win."""
@@ -38,7 +50,7 @@ def trials_panel(seq: int, latest) -> None:
     if not st.toggle(f"Show all {n} racing starts", key="show_trials",
                      help="Each start's current estimate, framed green from 30 dB, amber from 20 dB, red below."):
         return
-    cols, cell = mosaic_layout(n, latest.trials.shape[1], width=480)
+    cols, cell = trials_layout(n, latest.trials.shape[1])
     frames = [psnr_color(v) for v in latest.trials_psnr]
     best = int(np.argmax(latest.trials_psnr))
     show(st, ("trials", seq, latest.iteration), lambda: mosaic(latest.trials, cols, cell, frames), 1.0,
