@@ -425,7 +425,7 @@ def test_compare_runs_one_scenario_under_two_defenses(server, browser):
     runs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Runs to compare")
     runs.get_by_text("Run #", exact=False).nth(1).wait_for(timeout=400_000)
     picked = runs.inner_text()
-    assert "dlg: dlg, none" in picked and "dlg: dlg, dp-gaussian" in picked, picked
+    assert "DLG on FedSGD, no defense" in picked and "DLG on FedSGD, Gaussian noise" in picked, picked
     shown = []
     for _ in range(100):  # the picker lists both at once; their columns are drawn a moment later
         shown = [c for c in page.locator('[data-testid="stImageCaption"]').all_inner_texts() if c.startswith("iteration")]

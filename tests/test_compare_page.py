@@ -137,9 +137,22 @@ def test_runs_are_named_as_people_say_them():
     heads = " ".join(m.value for m in at.markdown)
     assert "**DLG on FedSGD** · defense **none**" in heads and "**DLM+ on FedAvg**" in heads
     assert "DLM-PLUS" not in heads and "on fedavg" not in heads
+    at = page(runs="g2")  # a defense by its name, with the settings a user types
+    assert "**DLG on FedSGD** · defense **Gaussian noise (dp_sigma=0.01, dp_clip=0)**" in [m.value for m in at.markdown]
     options = at.multiselect(key="c_runs").options
     assert "Showcase 1 · DLG rebuilds a photo from one gradient" in options
     assert "Showcase 2 · The same gradient with Gaussian noise σ = 0.01: the photo never appears" in options
+
+
+def test_your_runs_are_named_as_people_say_them(store_path):
+    """The picker named a user's runs by codes, 'Run #1 · dlg: dlg, dp-gaussian'."""
+    from leakdemo.dashboard.compare import _choices
+    g = open_gallery()
+    run = g.load(2)  # showcase 2: DLG under Gaussian noise, recorded as a run of this machine's store
+    store = RunStore(str(store_path))
+    rid = store.record("k", "lab", run.scenario, run.started, run.finished, run.keyframes)
+    label = _choices({"r": store})[f"r{rid}"]
+    assert label.startswith("Run #1 · DLG on FedSGD, Gaussian noise, ") and label.endswith(", lab)"), label
 
 
 def test_play_replays_to_the_last_frame(monkeypatch):
