@@ -598,6 +598,13 @@ def headline(params: dict) -> str:
             f"{PROTOCOLS[protocol].short if protocol in PROTOCOLS else protocol}")
 
 
+def defense_name(defense: str) -> str:
+    """'no defense', 'Gaussian noise', … for a defense's code (one an older store knows and we do not: as it is)."""
+    if defense == "none":
+        return "no defense"
+    return DEFENSES[defense].short if defense in DEFENSES else str(defense)
+
+
 def components(protocol: str, attack: str, defense: str) -> tuple[Component, Component, Component]:
     return PROTOCOLS[protocol], ATTACKS[attack], DEFENSES[defense]
 

@@ -135,10 +135,14 @@ def test_runs_are_named_as_people_say_them():
     at = page(runs="g1,g3")
     assert not at.exception
     heads = " ".join(m.value for m in at.markdown)
-    assert "**DLG on FedSGD** · defense **none**" in heads and "**DLM+ on FedAvg**" in heads
+    assert "**DLG on FedSGD** · no defense" in heads and "**DLM+ on FedAvg**" in heads
     assert "DLM-PLUS" not in heads and "on fedavg" not in heads
     at = page(runs="g2")  # a defense by its name, with the settings a user types
-    assert "**DLG on FedSGD** · defense **Gaussian noise (dp_sigma=0.01, dp_clip=0)**" in [m.value for m in at.markdown]
+    assert "**DLG on FedSGD** · Gaussian noise (dp_sigma=0.01, dp_clip=0)" in [m.value for m in at.markdown]
+    import json
+    legend = [t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
+    assert legend == ["g2 · DLG on FedSGD, Gaussian noise"]  # the run's id ties its curve to its column
+    assert list(at.dataframe[0].value["defense"]) == ["Gaussian noise"]
     options = at.multiselect(key="c_runs").options
     assert "Showcase 1 · DLG rebuilds a photo from one gradient" in options
     assert "Showcase 2 · The same gradient with Gaussian noise σ = 0.01: the photo never appears" in options
@@ -177,7 +181,7 @@ def test_presenter_steps_through_the_showcases():
     assert not at.exception and not at.error
     assert "scene 2 of 11" in " ".join(m.value for m in at.markdown)  # 9 showcases, a live run, a chart
     assert at.title[0].value.startswith("The same gradient with Gaussian noise")
-    assert "DLG on FedSGD, defense: <b>dp-gaussian</b> · recorded" in " ".join(m.value for m in at.markdown)
+    assert "DLG on FedSGD · <b>Gaussian noise</b> · recorded" in " ".join(m.value for m in at.markdown)
     at.button[1].click().run()  # Next
     assert "scene 3 of 11" in " ".join(m.value for m in at.markdown)
     assert at.query_params["scene"] == "3"  # a reload stays on this scene
