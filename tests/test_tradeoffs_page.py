@@ -231,6 +231,10 @@ def test_an_accuracy_axis_stays_within_zero_and_one():
     rows = [row(0, 0.99, 85.6, True), row(1, 0.98, 30.0), row(2, 0.12, 8.0)]
     lo, hi = strength_figure(rows, ["batch_size"], False).layout.yaxis2.range
     assert lo < 0.12 and 0.99 < hi <= 1.0
+    # a utility of 1.0 sits on the axis's top edge (sweep-noise-pli): its markers are drawn whole, not halved
+    full = [row(0, 1.0, 85.6, True), row(1, 1.0, 20.2), row(2, 1.0, 10.2)]
+    fig = strength_figure(full, ["batch_size"], False)
+    assert fig.layout.yaxis2.range[1] == 1.0 and all(t.cliponaxis is False for t in fig.data)
     loss = [dict(r, test_accuracy=None, training_loss=v) for r, v in zip(rows, (0.4, 0.5, 2.3))]
     assert strength_figure(loss, ["batch_size"], False).layout.yaxis2.range is None  # a loss: plotly's own range
 

@@ -186,14 +186,16 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
         xs = [r.get(axes[0]) for r in rs]
         # several series: one legend entry each, by colour (the subtitle tells solid from dashed); four entries
         # of "leakage dp_clip=0.0"… ran over each other on a 1024-px laptop
+        # cliponaxis off: a point on the axis's edge (a utility of 1.0 at the top of its 0.95–1 range, an attack
+        # accuracy of 0) is drawn whole, not cut in half
         fig.add_trace(go.Scatter(x=xs, y=[r.get(key) for r in rs], mode="lines+markers", name=name or "leakage",
-                                 legendgroup=name, line=dict(color=color, width=3), marker=dict(size=9)),
-                      secondary_y=False)
+                                 legendgroup=name, line=dict(color=color, width=3), marker=dict(size=9),
+                                 cliponaxis=False), secondary_y=False)
         util = [utility_of(r)[1] for r in rs]
         if any(u is not None for u in util):
             fig.add_trace(go.Scatter(x=xs, y=util, mode="lines+markers", name=name or "utility", legendgroup=name,
                                      showlegend=not name, line=dict(color=color, dash="dash"),
-                                     marker=dict(symbol="square")), secondary_y=True)
+                                     marker=dict(symbol="square"), cliponaxis=False), secondary_y=True)
     uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
     lo, hi = _leakage_span(rows, key)
     # the dashed utility lines, at the height the right-hand axis draws them, cross the labels too
