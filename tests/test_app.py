@@ -45,6 +45,10 @@ def test_bad_link_values_fall_back_and_are_reported():
     assert "lr: must be a number" in text and "iterations: must be an integer" in text and "attack:" in text
     assert widget(at, "Learning rate").value == 1.0 and widget(at, "Iterations").value == 300
     assert dict(at.query_params) == {"preset": "dlg"}  # the URL now holds only what is valid
+    at.run()  # a fresh page's next full rerun (its thumbnails ready) wiped the message a second after it showed
+    assert "lr: must be a number" in " ".join(w.value for w in at.warning)
+    widget(at, "Iterations").set_value(200).run()  # the user's own setting: the link's message has served
+    assert not [w.value for w in at.warning if w.value.startswith("Ignored from the link")]
 
 
 def test_an_unknown_photo_in_a_link_is_reported_not_dropped_in_silence():

@@ -103,7 +103,7 @@ def _init_session() -> None:
     if "scenario" in st.session_state:
         return
     s, ignored = state.from_query(dict(st.query_params))
-    st.session_state["ignored"] = ignored
+    st.session_state["ignored"] = (ignored, s.params)  # shown while the page still holds the link's scenario
     st.session_state["preset"] = s.preset
     _push_to_widgets(s)
 
@@ -513,8 +513,14 @@ def main() -> None:
     st.markdown("Federated learning keeps data on the clients and shares only updates — yet those updates "
                 "can be turned back into the private data. Pick a protocol, an attack and a defense, press "
                 "**Run attack**, and watch the server rebuild a client's image from what it received.")
-    for msg in st.session_state.pop("ignored", []):
-        st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon=":material/link_off:")
+    # until the user changes a setting: popped at once, the message flashed for a second and went with the
+    # full rerun that follows a fresh page's first one
+    ignored, for_params = st.session_state.get("ignored", ([], None))
+    if scenario is not None and scenario.params != for_params:
+        st.session_state.pop("ignored", None)
+    else:
+        for msg in ignored:
+            st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon=":material/link_off:")
     note = st.session_state.pop("loaded_note", None)
     if note:
         (st.error if note.startswith("error") else st.info)(note)
