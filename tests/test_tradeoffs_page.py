@@ -36,6 +36,8 @@ def test_a_shared_custom_sweep_link_fills_the_widgets():
     assert at.slider(key="t_seeds").value == 2
     assert "4 points (the undefended one included) × 2 seed(s) = 8 runs" in texts(at)
     assert "**DLG against magnitude pruning (dlg)**" in texts(at)  # names, not 'dlg against magnitude pruning'
+    at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
+    assert "**DLG against Gaussian noise (DP-style) (dlg)**" in texts(at)  # Gauss keeps his capital
 
 
 def test_a_link_with_a_defense_the_preset_cannot_sweep_says_so():

@@ -135,6 +135,9 @@ def default_vary(p) -> str:
     return f"{p.name}={p.low:g}..{p.high:g}:5"
 
 
+NAMED_AFTER_PEOPLE = ("Gaussian", "Laplace")  # a title's first word that keeps its capital in mid-sentence
+
+
 def build(spec: dict) -> tuple[Sweep, str, str]:
     """(sweep, title, description) for a page spec; LeakdemoError names what is wrong."""
     store = _store()
@@ -147,7 +150,9 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
                                  "defense": spec["defense"]})
     axes = [parse_axis(spec["vary"], base)]
     defense = catalog.DEFENSES[spec["defense"]].title
-    title = f"{catalog.ATTACKS[base['attack']].short} against {defense[:1].lower() + defense[1:]} ({spec['preset']})"
+    if defense.split()[0] not in NAMED_AFTER_PEOPLE:  # "against magnitude pruning", "against Gaussian noise"
+        defense = defense[:1].lower() + defense[1:]
+    title = f"{catalog.ATTACKS[base['attack']].short} against {defense} ({spec['preset']})"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
 
 
