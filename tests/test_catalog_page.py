@@ -25,3 +25,17 @@ def test_the_catalog_lists_every_part_and_links_every_preset_and_sweep():
         assert f"| [**{name}**](./Tradeoffs?sweep={name}) |" in tables[1]
     assert tables[0].count("\n") == len(presets()) + 1 and tables[1].count("\n") == len(sweeps()) + 1
     assert "images in \\[0, 1\\]" in tables[0]  # written as is, never taken for a link
+
+
+def test_every_parameter_is_described_in_full():
+    """The parameters were a dataframe that cut "what it does" at the column's edge on a 1280-px screen: they are
+    tables whose every description reads whole, ranges written as they are."""
+    from leakdemo.dashboard.catalog_page import _cell
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    tables = [m.value for m in at.markdown if m.value.startswith("| parameter |")]
+    parts = [c for t in (catalog.PROTOCOLS, catalog.ATTACKS, catalog.DEFENSES) for c in t.values() if c.params]
+    assert len(tables) == len(parts) and not at.dataframe
+    for table, c in zip(tables, parts):
+        for p in c.params:
+            assert f"| `{p.name}` | {_cell(str(p.default))} | {_cell(p.allowed())} | {_cell(p.help)} |" in table
+    assert any("an integer in \\[4, 64\\]" in t for t in tables)  # DS-FL's views: a range, never a link

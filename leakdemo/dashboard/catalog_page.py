@@ -9,12 +9,21 @@ from ..sweeps import sweeps
 
 
 def _params_table(params) -> None:
+    """Every parameter with its default, range and what it does — the whole text: a dataframe cut "what it
+    does" at the column's edge, the part a reader came for."""
     if not params:
         st.caption("No parameters.")
         return
-    rows = [{"parameter": p.name, "default": str(p.default), "allowed": p.allowed(), "what it does": p.help}
-            for p in params]
-    st.dataframe(rows, hide_index=True, width="stretch")
+    lines = ["| parameter | default | allowed | what it does |", "|---|---|---|---|"]
+    lines += [f"| `{p.name}` | {_cell(str(p.default))} | {_cell(p.allowed())} | {_cell(p.help)} |" for p in params]
+    st.markdown("\n".join(lines))
+
+
+def _cell(text: str) -> str:
+    """A markdown table cell's text as written: no emphasis, links, formulas or cell breaks of its own."""
+    for ch in "\\`*_[]$|":
+        text = text.replace(ch, "\\" + ch)
+    return text.replace("\n", " ")
 
 
 def main() -> None:
@@ -46,10 +55,6 @@ def main() -> None:
 def _linked_table(what: str, rows: list[tuple[str, str, str, str]]) -> str:
     """A markdown table whose first column links each name to where it runs: real links, one click away (a
     dataframe's link cells take two clicks and no right-click), and every description in full."""
-    def cell(text: str) -> str:  # the text as written: no emphasis, links, formulas or cell breaks of its own
-        for ch in "\\`*_[]$|":
-            text = text.replace(ch, "\\" + ch)
-        return text.replace("\n", " ")
     lines = [f"| {what} | title | what it shows |", "|---|---|---|"]
-    lines += [f"| [**{name}**]({url}) | {cell(title)} | {cell(description)} |" for name, url, title, description in rows]
+    lines += [f"| [**{name}**]({url}) | {_cell(title)} | {_cell(description)} |" for name, url, title, description in rows]
     return "\n".join(lines)
