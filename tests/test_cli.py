@@ -85,3 +85,19 @@ def test_a_progress_gif_of_one_frame_is_written():
     originals = np.zeros((1, 8, 8, 3), dtype=np.float32)
     gif = Image.open(io.BytesIO(gif_bytes(originals, [(1, originals + 0.5)])))
     assert gif.n_frames == 1 and gif.size[0] > 8
+
+
+def test_bench_covers_vertical_fl_and_logit_sharing(tmp_path):
+    """`bench` with no preset runs every standard one: it stopped with a KeyError traceback at `cafe`, the first
+    preset that takes a data set instead of named images. Its row names the data set; "total s" is the wall
+    time a user waits (PLI's federation trains before the attack's first epoch)."""
+    r = cli("bench", "cafe", "--set", "iterations=40")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.startswith("cafe"))
+    assert row.split()[1] == "(digits)"
+    out = str(tmp_path / "b.json")
+    r = cli("bench", "pli-digits", "--set", "rounds=1", "--set", "inversion_epochs=2", "--json", out)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    (result,) = json.load(open(out))
+    assert result["images"] == "(digits)" and result["attack_accuracy"] is not None
+    assert result["wall_s"] > result["first_frame_s"] > result["seconds"]  # the federation's training first
