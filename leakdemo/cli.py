@@ -401,6 +401,10 @@ def cmd_sweep(args) -> int:
         images = args.images or spec.images
         title = spec.title
     else:
+        if not (args.scenario.endswith(".json") or os.path.sep in args.scenario) and args.scenario not in presets():
+            # the preset's own message listed presets only, to someone who likely typed a sweep's name
+            raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}; built-in sweeps: "
+                             f"{', '.join(presets_of_sweeps.sweeps())}; presets: {', '.join(presets())}")
         base = load(args.scenario, overrides)
         varies, seeds, images, title = args.vary, args.seeds or 1, args.images, f"{args.scenario}: sweep"
     if not varies:

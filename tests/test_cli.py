@@ -53,6 +53,7 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("bench", "dlg", "--images", "coffee,nope"), "error: images: unknown samples item 'nope'"),
     (("bench", "dlg", "--set", "batch_size=40"), "error: batch_size: must be at most 23 for data=samples"),
     (("bench", "--device", "cuda"), "error: device: cuda is not available"),
+    (("sweep", "sweep-dp"), "error: sweep: unknown sweep or preset 'sweep-dp'; built-in sweeps: sweep-dp-dlg, "),
     # an output that cannot be written is said before minutes of work, not in a traceback after them
     (("run", "dlg", "--out", "/proc/leakdemo-out"), "error: --out: cannot write '/proc/leakdemo-out' (/proc: "),
     (("run", "dlg", "--out", __file__), "error: --out: '" + __file__ + "' is a file; give a folder"),
