@@ -56,8 +56,9 @@ def cmd_list(args) -> int:
     for p in d["run"]:
         print(f"  {'':<2}{_param_line(p)}")
     print("\nPRESETS")
+    width = max(map(len, presets()))
     for p in presets().values():
-        print(f"  {p.name:<16} {p.title}")
+        print(f"  {p.name:<{width}} {p.title}")
     from .sweeps import sweeps
     print("\nSWEEPS (python -m leakdemo sweep NAME)")
     for w in sweeps().values():
@@ -280,7 +281,8 @@ def cmd_bench(args) -> int:
         check_source(sc)
     print(f"leakdemo bench — torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"device {overrides.get('device', 'auto')}; PSNR is standard (peak 1, images in [0, 1])")
-    header = f"{'preset':<16}{'images':<22}{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>7}{'total s':>9}"
+    w = max(16, 2 + max(map(len, names)))  # cafe-fake-gradients ran into its images column at 16
+    header = f"{'preset':<{w}}{'images':<22}{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>7}{'total s':>9}"
     print(header)
     for name in names:
         for img in image_lists:
@@ -289,7 +291,7 @@ def cmd_bench(args) -> int:
             # vertical FL and logit sharing take a data set, not named images: "(digits)", "(faces)"
             r.update(preset=name, images=sc.get("images") or f"({sc.get('data') or 'seeded'})")
             rows.append(r)
-            print(f"{name:<16}{r['images'][:21]:<22}{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
+            print(f"{name:<{w}}{r['images'][:21]:<22}{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
                   f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{_fmt(r['lpips'], '.3f'):>7}{r['wall_s']:>9.1f}"
                   + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}")
                   + ("" if r["attack_accuracy"] is None else f"   attack accuracy {r['attack_accuracy']:.2f}")
@@ -298,7 +300,7 @@ def cmd_bench(args) -> int:
         if len(image_lists) > 1:
             mine = [r for r in rows if r["preset"] == name]
             t30 = [r["to_30db_s"] for r in mine if r["to_30db_s"] is not None]
-            print(f"{'':<16}{'median':<22}{'':>14}{'':>8}{'':>12}{_fmt(statistics.median(t30) if t30 else None):>12}"
+            print(f"{'':<{w}}{'median':<22}{'':>14}{'':>8}{'':>12}{_fmt(statistics.median(t30) if t30 else None):>12}"
                   f"{statistics.median(r['psnr'] for r in mine):>10.1f}   "
                   f"({sum(r['psnr'] >= 30 for r in mine)}/{len(mine)} reach 30 dB)")
     if args.json:

@@ -92,10 +92,12 @@ def test_bench_covers_vertical_fl_and_logit_sharing(tmp_path):
     """`bench` with no preset runs every standard one: it stopped with a KeyError traceback at `cafe`, the first
     preset that takes a data set instead of named images. Its row names the data set; "total s" is the wall
     time a user waits (PLI's federation trains before the attack's first epoch)."""
-    r = cli("bench", "cafe", "--set", "iterations=40")
+    r = cli("bench", "cafe-fake-gradients", "--set", "iterations=40")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    header = next(line for line in r.stdout.splitlines() if line.startswith("preset"))
     row = next(line for line in r.stdout.splitlines() if line.startswith("cafe"))
-    assert row.split()[1] == "(digits)"
+    # in its column, under its header: a name longer than 16 characters ran into it ("cafe-fake-gradients(digits)")
+    assert row.split()[1] == "(digits)" and row.index("(digits)") == header.index("images")
     out = str(tmp_path / "b.json")
     r = cli("bench", "pli-digits", "--set", "rounds=1", "--set", "inversion_epochs=2", "--json", out)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
