@@ -391,6 +391,8 @@ def test_presenter_runs_a_live_scene_streaming_its_frames(server, browser):
     partial = [c for c in seen if c.startswith("iteration ") and c != "iteration 300 of 300"]
     assert partial, seen  # frames streamed in while it ran, not only the end
     assert float(metric_value(page, "PSNR").split()[0]) > 30  # DLG rebuilt the photo, live
+    body = page.inner_text("body")  # the machine in words, once: not "on this machine (CPU only (2 cores))"
+    assert "computed now on this machine: " in body and "((" not in body and "))" not in body
     page.get_by_role("button", name="Run again").wait_for(timeout=10_000)
     scroll = page.evaluate("() => [document.querySelector('[data-testid=\"stMain\"]').scrollHeight, "
                            "document.querySelector('[data-testid=\"stMain\"]').clientHeight]")

@@ -258,7 +258,7 @@ def live_scene(preset: str, choices: dict) -> None:
     from ..scenario import presets
     from .shared import hardware
     p = presets()[preset]
-    _head(f"Live: {p.title}", f"computed now on this machine ({hardware()})", choices)
+    _head(f"Live: {p.title}", f"computed now on this machine: {hardware()}", choices)  # not "(CPU only (2 cores))"
     if _live_handle(preset) is None:
         _start_live(preset)
     handle = _live_handle(preset)
