@@ -136,9 +136,14 @@ def metrics_json(finished) -> bytes:
 
 
 def matching_grid(matching: dict, cell: int = 64) -> np.ndarray:
-    """One row per observed epoch, one column per private image: the pre-reconstructions AGIC paired."""
-    views = matching["views"]
-    return grid([[v[e] for v in views] for e in range(len(views[0]))], cell)
+    """One row per observed epoch, one column per private image: the pre-reconstructions AGIC paired, each
+    column framed green when its images were paired correctly, red when not (as logit sharing's verdicts are:
+    a line of ✓ ✗ under the grid did not say which column each mark was)."""
+    views, correct = matching["views"], matching["correct"]
+    epochs = len(views[0])
+    images = [v[e] for e in range(epochs) for v in views]
+    frames = [VERDICT_COLORS[bool(correct[i % len(views)])] for i in range(len(images))]
+    return mosaic(np.stack(images), len(views), cell, frames, border=2)
 
 
 def matching_png(matching: dict) -> bytes:

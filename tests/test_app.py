@@ -352,3 +352,16 @@ def test_racing_starts_show_as_a_small_strip():
         strip = mosaic(np.random.rand(n, 32, 32, 3), *trials_layout(n, 32))
         assert strip.shape[1] <= 500 and strip.shape[1] >= 1.5 * strip.shape[0], strip.shape
 
+
+
+def test_agic_matching_frames_each_column_by_its_verdict():
+    """The matching panel listed "✓ ✓ ✗ ✓" in one line under the grid, which did not say which mark was which
+    column's: each column is framed green (paired correctly) or red, in every epoch's row."""
+    from leakdemo.artifacts import GAP, VERDICT_COLORS, matching_grid
+    views = [[np.full((8, 8, 3), 0.5, np.float32)] * 2 for _ in range(3)]  # 3 images × 2 epochs
+    picture = matching_grid({"views": views, "correct": [True, False, True]}, cell=16)
+    side = 16 + 2 * 2
+    green, red = (tuple(round(255 * c) for c in VERDICT_COLORS[ok]) for ok in (True, False))
+    corners = [tuple(int(c) for c in picture[GAP + r * (side + GAP), GAP + j * (side + GAP)])
+               for r in range(2) for j in range(3)]
+    assert corners == [green, red, green] * 2

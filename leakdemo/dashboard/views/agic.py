@@ -14,8 +14,8 @@ def matching_panel(run: int, m: dict) -> None:
                     f"correctly ({m['rate']:.0%})")
         size = m["views"][0].shape[1]
         show(st, ("matching", run), lambda: matching_grid(m, 2 * size), zoom(size, CELL // 2),
-              "  ".join(("✓" if ok else "✗") for ok in m["correct"]))
+             "Frame: green ✓ paired correctly, red ✗ not")
         st.caption("One column per private image: the top row is what AGIC pre-reconstructed from the first "
                    "epoch's uploads, each row below what it paired with it from the next epoch (2×2-pooled MSE, "
-                   "same inferred label). The ✓/✗ under each column is checked against the private images by "
-                   "the dashboard, never by the attack.")
+                   "same inferred label). Each column's frame is checked against the private images by the "
+                   "dashboard, never by the attack.")
