@@ -63,8 +63,7 @@ def _choices(sources: dict) -> dict[str, str]:
         for r in sources["r"].runs(limit=200):
             psnr = "" if r["psnr"] is None else f", {r['psnr']:.1f} dB"
             when = time.strftime("%d %b %H:%M", time.localtime(r["created"]))
-            out[f"r{r['id']}"] = (f"Run #{r['id']} · {catalog.headline(r)}, {catalog.defense_name(r['defense'])}{psnr} "
-                                  f"({when}, {r['source']})")
+            out[f"r{r['id']}"] = f"Run #{r['id']} · {_what(r)}{psnr} ({when}, {r['source']})"
     return out
 
 
@@ -347,11 +346,11 @@ def _defense(p: dict) -> str:
     """'no defense', or the defense by name with its settings: 'Gaussian noise (dp_sigma=0.01, dp_clip=0)' (the
     settings are the parameters a user sets, so they keep their names)."""
     d = p.get("defense", "none")
-    if d == "none" or d not in catalog.DEFENSES:
-        return catalog.defense_name(d)
+    name = catalog.defense_name(d)
+    if d not in catalog.DEFENSES:
+        return name
     settings = ", ".join(f"{q.name}={p[q.name]:g}" if isinstance(p.get(q.name), float) else f"{q.name}={p.get(q.name)}"
                          for q in catalog.DEFENSES[d].params if q.name in p and q.name != "dp_delta")
-    name = catalog.defense_name(d)
     return f"{name} ({settings})" if settings else name
 
 
@@ -363,7 +362,8 @@ def _curves(runs, pos: float) -> go.Figure:
             continue
         total = max(run.finished.iterations, 1)
         fig.add_trace(go.Scatter(x=[x / total for x in h["iteration"]], y=h["psnr"], mode="lines",
-                                 name=_legend(ref, run.scenario.get("params", {})),
+                                 # 'g2 · DLG on FedSGD, Gaussian noise': the id ties a curve to its column
+                                 name=f"{ref} · {_what(run.scenario.get('params', {}))}",
                                  line=dict(color=COLORS[i % len(COLORS)], width=3)))
     fig.add_vline(x=pos, line=dict(color="#555", dash="dot"))
     fig.update_layout(title="PSNR over each run (x: share of its iterations)", height=320,
@@ -372,10 +372,9 @@ def _curves(runs, pos: float) -> go.Figure:
     return fig
 
 
-def _legend(ref: str, p: dict) -> str:
-    """'g2 · DLG on FedSGD, Gaussian noise': the run's id ties its curve to its column and its table row (the
-    codes 'dlg · dp-gaussian' did not say which column, nor what they meant)."""
-    return f"{ref} · {catalog.headline(p)}, {catalog.defense_name(p.get('defense', 'none'))}"
+def _what(p: dict) -> str:
+    """'DLG on FedSGD, Gaussian noise' for a run's parameters (or a run store's row of them)."""
+    return f"{catalog.headline(p)}, {catalog.defense_name(p.get('defense', 'none'))}"
 
 
 def _table(runs) -> None:
@@ -383,8 +382,8 @@ def _table(runs) -> None:
     for ref, run in runs:
         m, p = run.finished.metrics, run.scenario.get("params", {})
         rows.append({"run": ref, "preset": run.scenario.get("preset"), "attack": catalog.headline(p),
-                     "defense": catalog.defense_name(p.get("defense", "none")), "PSNR dB": m.get("psnr"), "SSIM": m.get("ssim"),
-                     "LPIPS": m.get("lpips"), "label accuracy": m.get("label_accuracy"),
+                     "defense": catalog.defense_name(p.get("defense", "none")), "PSNR dB": m.get("psnr"),
+                     "SSIM": m.get("ssim"), "LPIPS": m.get("lpips"), "label accuracy": m.get("label_accuracy"),
                      "attack accuracy": m.get("attack_accuracy"), "TBI accuracy": m.get("baseline_attack_accuracy"),
                      "privacy": m.get("privacy", "ε = ∞"),
                      "iterations": run.finished.iterations, "seconds": run.finished.seconds})

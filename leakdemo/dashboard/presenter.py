@@ -140,8 +140,8 @@ def main() -> None:
     else:
         row = next(r for r in rows if f"g{r['id']}" == code)
         p = _run(gallery.path, row["id"]).scenario.get("params", {})
-        _head(showcase_why(row), f"{catalog.headline(p)} · <b>{catalog.defense_name(p.get('defense', 'none'))}</b> · recorded",
-              choices)
+        defense = catalog.defense_name(p.get("defense", "none"))
+        _head(showcase_why(row), f"{catalog.headline(p)} · <b>{defense}</b> · recorded", choices)
         pace = TICK if st.session_state.get("p_pos", 0.0) < 1.0 else None
         st.fragment(run_every=pace)(showcase_body)(gallery.path, row["id"], pace)
 
