@@ -42,6 +42,7 @@ MODEL_HELP = {
     "resnet": "a small ResNet (BasicBlocks, configurable depth and width, BatchNorm)",
 }
 MODELS = tuple(MODEL_HELP)
+MODEL_NAMES = {"lenet": "LeNet", "mlp": "an MLP", "convnet": "a ConvNet", "resnet": "a ResNet"}  # in a sentence
 
 WORKER_MODEL_HELP = {  # vertical FL: each worker's bottom model
     "slim": "one 3×3 conv layer (model_width channels), ReLU, 2×2 average pooling, then FC (fc_width) → ReLU → FC "

@@ -36,7 +36,7 @@ def test_a_shared_link_loads_its_scenario():
     assert "Threat model" in " ".join(m.value for m in at.markdown)
     assert dict(at.query_params) == {"preset": "dlg", "images": "rocket", "seed": "3"}
     scenario = next(c.value for c in at.caption if c.value.startswith("Scenario:"))
-    assert "preset **dlg**, DLG on lenet, 1 private image(s), 32×32 px, seed 3." in scenario
+    assert "preset **dlg**, DLG on LeNet, 1 private image(s), 32×32 px, seed 3." in scenario  # not "on lenet"
 
 
 def test_bad_link_values_fall_back_and_are_reported():

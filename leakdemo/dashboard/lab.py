@@ -19,7 +19,7 @@ from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
 from ..device import facts
 from ..errors import LeakdemoError
-from ..settings import LOCAL_DATA, LPIPS_HELP
+from ..settings import LOCAL_DATA, LPIPS_HELP, MODEL_NAMES
 from ..scenario import from_dict, presets
 from . import state
 from .axes import log_axis
@@ -571,7 +571,8 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
         if scenario["protocol"] in catalog.LOGIT_PROTOCOLS:
             model, what = f"{scenario['clients']} client(s) sharing logits", "private target class(es)"
         else:
-            model = scenario.get("model") or f"{scenario['workers']} {scenario['worker_model']} workers"
+            model = (MODEL_NAMES.get(scenario.get("model"), scenario.get("model"))  # "DLG on LeNet", not "on lenet"
+                     or f"{scenario['workers']} {scenario['worker_model']} workers")
             what = "private image(s)"
         c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}, "
                    f"{catalog.private_images(scenario)} {what}, {scenario['image_size']}×{scenario['image_size']} px, "
