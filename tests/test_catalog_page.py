@@ -15,7 +15,8 @@ def test_the_catalog_lists_every_part_and_links_every_preset_and_sweep():
     assert not at.exception and not at.error
     labels = " ".join(e.label for e in at.expander)
     for table in (catalog.PROTOCOLS, catalog.ATTACKS, catalog.DEFENSES):
-        assert all(f"(`{name}`)" in labels for name in table)
+        assert all(f"**{table[name].title}** · `{name}`" in labels for name in table)
+    assert "(`" not in labels  # inline code's padding inside parentheses read as "( fedsgd )"
     tables = [m.value for m in at.markdown if m.value.startswith("| preset |") or m.value.startswith("| sweep |")]
     assert len(tables) == 2
     # every name links to where it runs (the Lab reads ?preset=, the Trade-offs page ?sweep=), description in full

@@ -29,12 +29,13 @@ def _cell(text: str) -> str:
 def main() -> None:
     st.title(":material/menu_book: Catalog")
     st.markdown("Everything the Attack Lab can combine, with the parameters each part takes. "
-                "The command line (`python -m leakdemo list`) reads the same catalog.")
+                "The command line reads the same catalog: `python -m leakdemo list`.")
     for heading, table in (("Protocols", catalog.PROTOCOLS), ("Attacks", catalog.ATTACKS),
                            ("Defenses", catalog.DEFENSES)):
         st.header(heading)
         for c in table.values():
-            with st.expander(f"**{c.title}** (`{c.name}`)", expanded=False):
+            # the code name after a dot: in parentheses, inline code's padding read as "( fedsgd )"
+            with st.expander(f"**{c.title}** · `{c.name}`", expanded=False):
                 st.markdown(c.summary)
                 if c.paper:
                     st.caption(f"Paper: {c.paper}")
