@@ -20,8 +20,10 @@ PSNR_CAP = 100.0  # identical images: report 100 dB rather than infinity (JSON h
 
 
 def to_unit(images: torch.Tensor) -> torch.Tensor:
-    """Images as scored: detached, on the CPU, float32, clamped to [0, 1]."""
-    return images.detach().float().cpu().clamp(0, 1)
+    """Images as scored and shown: detached, on the CPU, float32, in [0, 1]. A pixel an attack could not
+    compute (NaN, after its optimiser blew up on a noisy update) counts as black: never credited to the attack,
+    and never a crash in the matching (SciPy refuses a NaN cost)."""
+    return torch.nan_to_num(images.detach().float().cpu(), nan=0.0, posinf=1.0, neginf=0.0).clamp(0, 1)
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:

@@ -44,6 +44,21 @@ def test_hungarian_matching_recovers_a_planted_permutation():
     assert s["psnr"] > 35
 
 
+def test_a_reconstruction_with_nan_pixels_is_scored_as_black_not_a_crash():
+    """An optimiser that blew up on a noisy update leaves NaN pixels: SciPy's matching refused the NaN cost and
+    the run ended in "internal error (ValueError: matrix contains invalid numeric entries)"."""
+    g = torch.Generator().manual_seed(0)
+    truth = torch.rand(3, 3, 8, 8, generator=g)
+    recon = truth[[2, 0, 1]].clone()
+    recon[1, :, :4] = float("nan")
+    s = metrics.score(recon, truth)
+    assert s["order"] == [1, 2, 0]
+    blacked = recon.nan_to_num(0.0)
+    assert s["psnr_per_image"] == pytest.approx([float(v) for v in metrics.psnr(blacked[s["order"]], truth)])
+    assert s["psnr_per_image"][0] < 15 < min(s["psnr_per_image"][1:])  # the NaN half counts as black
+    assert torch.isfinite(metrics.to_unit(recon)).all()
+
+
 def test_label_accuracy_is_order_free():
     assert metrics.label_accuracy([1, 2, 3], [3, 2, 1]) == 1.0
     assert metrics.label_accuracy([1, 1, 3], [1, 2, 3]) == pytest.approx(2 / 3)

@@ -109,6 +109,16 @@ def test_engine_errors_become_failed_events():
     assert len(ev) == 1 and isinstance(ev[0], Failed) and ev[0].message.startswith("folder:")
 
 
+def test_a_run_whose_optimiser_blows_up_still_finishes():
+    """Found by random valid settings: DLM on a ConvNet, three images, a tiny local rate and strong Laplace noise
+    drive L-BFGS to NaN within ten steps; the run failed with an internal error instead of showing what it had."""
+    s = from_preset("dlm", {"model": "convnet", "local_lr": 1.7e-6, "rounds_per_epoch": 3, "iterations": 10,
+                            "defense": "dp-laplace", "dp_sigma": 9.5})
+    ev = list(Run(s).events())
+    assert not any(isinstance(e, Failed) for e in ev) and isinstance(ev[-1], Finished)
+    assert np.isfinite(ev[-1].metrics["psnr"])
+
+
 def test_attack_sees_only_observation_and_knowledge(monkeypatch, tiny):
     """The attack is called with (Observation, Knowledge, params, device) and nothing holds the truth."""
     seen = {}
