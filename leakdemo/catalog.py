@@ -160,7 +160,8 @@ _LOGIT_PARAMS = (
           "small pose, light and noise changes); digits = scikit-learn's ten digits", choices=("faces", "digits"),
           group="data", label="Source"),
     Param("image_size", "int", 32, "side of the square images (8, 16, 32 or 64: the inversion network doubles "
-          "a 4×4 seed)", low=8, high=64, unit="px", group="data"),
+          "a 4×4 seed; 16 or more on FedGEMS, whose server model pools twice)", low=8, high=64, unit="px",
+          group="data"),
     Param("views", "int", 16, "images per class: a quarter are held out for testing, a quarter become the "
           "public insensitive versions, the rest are the owners' private (or public clean) images", low=4,
           high=64, group="data", label="Images per class"),

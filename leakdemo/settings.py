@@ -148,6 +148,9 @@ def logits_check(p: dict) -> None:
     if p["image_size"] not in (8, 16, 32, 64):
         raise ParamError("image_size", f"must be 8, 16, 32 or 64 here (the inversion network doubles a 4×4 "
                          f"seed); got {p['image_size']}")
+    if p["protocol"] == "fedgems" and p["image_size"] < 16:  # (8 − 2) // 2 − 2 = 1 px left for the second pool
+        raise ParamError("image_size", f"must be 16, 32 or 64 on FedGEMS (its larger server model has two conv "
+                         f"and pooling blocks, which leave nothing of 8 px); got {p['image_size']}")
     classes = 10 if p["data"] == "digits" else p["num_classes"]
     if p["target_classes"] >= classes:
         raise ParamError("target_classes", f"must be below the number of classes ({classes}) so the public set "
