@@ -408,7 +408,8 @@ def cmd_sweep(args) -> int:
             raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}; built-in sweeps: "
                              f"{', '.join(presets_of_sweeps.sweeps())}; presets: {', '.join(presets())}")
         base = load(args.scenario, overrides)
-        varies, seeds, images, title = args.vary, args.seeds or 1, args.images, f"{args.scenario}: sweep"
+        seeds = args.seeds if args.seeds is not None else 1  # 0 is refused by Sweep, not read as "not given"
+        varies, images, title = args.vary, args.images, f"{args.scenario}: sweep"
     if not varies:
         raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N (or NAME=a,b,c)")
     axes = [parse_axis(v, base) for v in varies]

@@ -57,6 +57,9 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("bench", "dlg", "--set", "batch_size=40"), "error: batch_size: must be at most 23 for data=samples"),
     (("bench", "--device", "cuda"), "error: device: cuda is not available"),
     (("sweep", "sweep-dp"), "error: sweep: unknown sweep or preset 'sweep-dp'; built-in sweeps: sweep-dp-dlg, "),
+    # `--seeds 0` ran one seed per point without a word (0 read as "not given")
+    (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.1..1:2", "--seeds", "0"),
+     "error: seeds: must be an integer in [1, 16], got 0"),
     # an output that cannot be written is said before minutes of work, not in a traceback after them
     (("run", "dlg", "--out", "/proc/leakdemo-out"), "error: --out: cannot write '/proc/leakdemo-out' (/proc: "),
     (("run", "dlg", "--out", __file__), "error: --out: '" + __file__ + "' is a file; give a folder"),
