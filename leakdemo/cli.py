@@ -30,6 +30,17 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def listed(text: str | None, option: str) -> list[str] | None:
+    """A comma-separated option's items, or None when it is not given. Given but empty (`--images ,,`) is
+    refused: bench ran its default photo three times and reported a median of "3/3 photos"."""
+    if text is None:
+        return None
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise LeakdemoError(f"{option}: give at least one name, comma-separated; got {text!r}")
+    return items
+
+
 # ---------------------------------------------------------------- list
 
 
@@ -206,7 +217,7 @@ def cmd_run(args) -> int:
 def cmd_fidelity(args) -> int:
     from .fidelity import NOT, PARTLY, REPRODUCED, checks, run_check, table
     from .store import open_store
-    todo = checks(args.quick, [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None)
+    todo = checks(args.quick, listed(args.only, "--only"))
     store = open_store()
     results = []
     print(f"leakdemo fidelity — {len(todo)} check(s){' (quick)' if args.quick else ''}; runs already in the run "
@@ -268,7 +279,7 @@ def cmd_bench(args) -> int:
     if args.device:
         overrides["device"] = args.device
     names = args.presets or [p.name for p in presets().values() if p.standard]
-    image_lists = [s.strip() for s in args.images.split(",")] if args.images else [None]
+    image_lists = listed(args.images, "--images") or [None]
     rows = []
     # every scenario resolved and checked before the first line: a bad setting (an unknown image, a device this
     # machine lacks) stops the bench before its table starts, not after minutes of rows
@@ -400,7 +411,7 @@ def cmd_sweep(args) -> int:
         base = load(spec.base, {**spec.set, **overrides})
         varies = args.vary or spec.vary
         seeds = args.seeds if args.seeds is not None else spec.seeds
-        images = args.images or spec.images
+        images = args.images if args.images is not None else spec.images
         title = spec.title
     else:
         if not (args.scenario.endswith(".json") or os.path.sep in args.scenario) and args.scenario not in presets():
@@ -413,7 +424,7 @@ def cmd_sweep(args) -> int:
     if not varies:
         raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N (or NAME=a,b,c)")
     axes = [parse_axis(v, base) for v in varies]
-    image_list = [i.strip() for i in images.split(",") if i.strip()] if images else None
+    image_list = listed(images, "--images")
     address = args.address or os.environ.get("LEAKDEMO_RAY_ADDRESS") or None
     backend = args.backend or ("ray" if args.address else "local")
     sweep = Sweep(base, axes, seeds=seeds, images=image_list, store=open_store(), fresh=args.fresh,

@@ -56,6 +56,10 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("bench", "dlg", "--images", "coffee,nope"), "error: images: unknown samples item 'nope'"),
     (("bench", "dlg", "--set", "batch_size=40"), "error: batch_size: must be at most 23 for data=samples"),
     (("bench", "--device", "cuda"), "error: device: cuda is not available"),
+    # a list given but empty: bench ran its default photo three times and reported "3/3 reach 30 dB"
+    (("bench", "dlg", "--images", ",,"), "error: --images: give at least one name, comma-separated; got ',,'"),
+    (("sweep", "sweep-dp-dlg", "--images", " "), "error: --images: give at least one name"),
+    (("fidelity", "--only", ","), "error: --only: give at least one name"),
     (("sweep", "sweep-dp"), "error: sweep: unknown sweep or preset 'sweep-dp'; built-in sweeps: sweep-dp-dlg, "),
     # `--seeds 0` ran one seed per point without a word (0 read as "not given")
     (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.1..1:2", "--seeds", "0"),
