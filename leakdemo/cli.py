@@ -327,10 +327,14 @@ def cmd_runs(args) -> int:
     from .store import open_store
     if not 1 <= args.limit <= 100_000:
         raise ParamError("--limit", f"must be an integer in [1, 100000], got {args.limit}")
+    action, rest = args.action, args.rest
+    takes = {"list": 0, "show": 1, "delete": 1, "export": 2}[action]
+    if len(rest) > takes:  # `runs delete 1 2 3` deleted run 1 and said nothing of 2 and 3
+        what = {0: "no id", 1: "one id", 2: "one id and a folder"}[takes]
+        raise LeakdemoError(f"runs {action}: takes {what}, got {' '.join(rest)!r}")
     store = open_store()
     if store is None:
         raise LeakdemoError("runs: the run store is turned off (LEAKDEMO_STORE=off)")
-    action, rest = args.action, args.rest
     if action == "list":
         rows = store.runs(limit=args.limit)
         if args.json:

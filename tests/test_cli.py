@@ -73,6 +73,7 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("fidelity", "--out", os.path.dirname(__file__)), "error: --out: '"),
     (("bench", "dlg", "--json", "/proc/b.json"), "error: --json: cannot write '/proc/b.json' (/proc: "),
     (("runs", "list", "--limit", "0"), "error: --limit: must be an integer in [1, 100000], got 0"),
+    (("runs", "delete", "1", "2", "3"), "error: runs delete: takes one id, got '1 2 3'"),
     (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (/proc: "),
 ])
 def test_bad_input_is_one_line_exit_2(args, starts):
