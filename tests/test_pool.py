@@ -189,6 +189,29 @@ def test_a_crashed_worker_is_replaced_and_its_run_reported(one_worker):
     assert again.status == "finished"
 
 
+def test_stop_reaches_a_step_that_never_looks_for_it(monkeypatch, tmp_path):
+    """torch.compile building a ResNet's racing objective is one call of tens of seconds that never looks for
+    Stop (44–126 s on 2 cores): Stop did nothing until it returned. Now the worker is killed and replaced."""
+    monkeypatch.setattr(pool_mod, "STOP_GRACE", 2.0)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # a cold build, whatever ran before
+    p = warm(RunPool(max_running=1))
+    try:
+        h = p.submit(from_preset("invgrad", {"model": "resnet", "restarts": 3, "compile": "on", "image_size": 16}))
+        assert until(lambda: h.latest is not None, timeout=60, poll=(h,))
+        assert "compiling" in h.latest.note
+        t0 = time.time()
+        h.stop()
+        assert until(lambda: h.done, timeout=30, poll=(h,))
+        assert time.time() - t0 < 8
+        assert h.status == "stopped" and "worker was restarted" in h.error
+        warm(p)
+        again = p.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+        wait(again)
+        assert again.status == "finished"
+    finally:
+        p.close()
+
+
 def test_a_closing_server_starts_no_workers():
     p = warm(RunPool(max_running=1))
     first = p._workers[0].process

@@ -63,6 +63,12 @@ THREADS_CAP = _env_count("LEAKDEMO_MAX_THREADS", RUN_CORES, 1024)  # torch threa
 # it is not replaced. Any other death (the OS's OOM killer sends SIGKILL) is.
 SHUT_DOWN = "the attack workers were shut down before this run ended; please run it again"
 SHUTDOWN_SIGNALS = {-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP}
+# Stop means stop now. A run looks for its stop between steps and inside its long loops, but a few calls
+# never return to it: torch.compile building an objective took 44–126 s on 2 cores (a ResNet's racing starts)
+# while Stop did nothing. A worker still on its job this long after Stop is killed and replaced.
+STOP_GRACE = 10.0
+STOPPED_HARD = ("stopped inside a step that does not look for Stop (such as torch.compile building the attack's "
+                "objective), so its worker was restarted")
 
 CHECKS = ("step1_error", "step2_error",  # CAFE's Step I/II errors (Progress.checks), None elsewhere
           "attack_accuracy", "baseline_attack_accuracy")  # PLI and the TBI baseline beside it
@@ -86,6 +92,7 @@ class RunHandle:
     artifacts: dict = field(default_factory=dict)  # built in the worker, on finish
     curves: dict = field(default_factory=lambda: {k: Thinned(400) for k in CURVES})
     stop_requested: bool = False
+    stop_asked_at: float | None = None  # when Stop was first pressed (the pool's patience runs from here)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     seq: int = 0  # place in the queue (kept when a dropped run is queued again)
     job_id: int | None = None
@@ -102,6 +109,7 @@ class RunHandle:
     def stop(self) -> None:
         with self.lock:
             self.stop_requested = True
+            self.stop_asked_at = self.stop_asked_at or time.time()
             if self.status in ("queued", "dropped"):
                 self.status = "stopped"
         if self._pool is not None:
@@ -276,6 +284,13 @@ class _Worker:
             self.process.start()
 
 
+def _deaf_to_stop(w: _Worker, now: float) -> bool:
+    """The worker has held a stopped job for STOP_GRACE seconds: it is inside a call that never looks."""
+    h = w.handle
+    return (h is not None and w.job_id == h.job_id and h.stop_asked_at is not None and not h.done
+            and now - h.stop_asked_at > STOP_GRACE and w.process.is_alive())
+
+
 _POOLS: "list[RunPool]" = []
 
 
@@ -419,6 +434,8 @@ class RunPool:
                         self._start(w, self._waiting.pop(0))
                     elif w.handle is not None and w.job_id is not None and self._gone(w.handle, now):
                         w.stop_job.value = w.job_id  # the tab is gone: free the worker
+                    if _deaf_to_stop(w, now):
+                        w.process.kill()  # _pump sees it die: the run ends as stopped, a new worker starts
                 self._share_cores()
 
     def _start(self, w: _Worker, h: RunHandle) -> None:
@@ -472,8 +489,8 @@ class RunPool:
             w.ready = w.warm = False
             replace = not self.closing and code not in SHUTDOWN_SIGNALS
         if h is not None and not h.done:
-            h.apply(Failed("the worker running this attack stopped unexpectedly (exit code "
-                           f"{code}; out of memory?); please run it again"))
+            h.apply(Failed(STOPPED_HARD if h.stop_requested else "the worker running this attack stopped "
+                           f"unexpectedly (exit code {code}; out of memory?); please run it again"))
         if replace:
             w.start()
         else:  # the server is going down with its workers: start nothing more, end what the others run
