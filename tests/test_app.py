@@ -295,6 +295,31 @@ def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten(
     assert loss.layout.yaxis.dtick == 2  # 50 … 2·10⁻⁶ is 7.4 decades: every second one labelled
 
 
+def _chart_page(status: str):
+    from types import SimpleNamespace
+
+    import streamlit as st
+
+    from leakdemo.dashboard.lab import chart_panel
+    from leakdemo.dashboard.pool import RunHandle
+    from leakdemo.scenario import from_preset
+    h = RunHandle(scenario=from_preset("invgrad"), status=status, seq=1)
+    h.latest = SimpleNamespace(iteration=0)  # frame 0 only: the build after it never ended
+    for k, v in dict(iteration=0, psnr=9.6, ssim=0.01, loss=None).items():
+        h.curves[k].offer(v)
+    st.session_state.pop("chart_memo", None)
+    chart_panel(h)
+
+
+def test_a_run_stopped_before_its_result_draws_no_charts():
+    """"Nothing to show yet" sat above a PSNR chart of one dot at iteration 0 and an empty loss chart, after a
+    Stop that had to restart the worker during a torch.compile build."""
+    stopped = AppTest.from_function(_chart_page, args=("stopped",), default_timeout=60).run()
+    assert not stopped.exception and not stopped.get("plotly_chart")
+    running = AppTest.from_function(_chart_page, args=("running",), default_timeout=60).run()
+    assert not running.exception and len(running.get("plotly_chart")) == 2
+
+
 def test_a_log_axis_labels_what_fits_its_span():
     """AGIC's loss, 2·10⁻³ to 6·10⁻², read "6 5 4 3 2 10⁻² 9 8 7 6 5 4 3 2" — plotly labels every digit of a
     short span, on top of each other in a 300-px chart: under two decades 1, 2 and 5 of each, above one label

@@ -464,7 +464,7 @@ def _checks_chart(handle):
 def chart_panel(handle) -> None:
     """The curves. Building Plotly figures is the costliest part of a redraw, so they are rebuilt at most
     every CHART_SECONDS while the run lives (and once at its end), and drawn from that copy in between."""
-    if handle.latest is None:
+    if handle.latest is None or (handle.done and handle.finished is None):  # nothing to show: no curves either
         return
     version = (handle.seq, "final" if handle.done else int(time.monotonic() / CHART_SECONDS))
     memo = st.session_state.get("chart_memo")
