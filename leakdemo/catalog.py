@@ -212,9 +212,10 @@ LOGIT_PROTOCOLS = ("fedmd", "ds-fl", "fedgems")
 # ---------------------------------------------------------------- attacks
 
 _COMPILE = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile: with racing "
-          "starts on a CPU ~2× (DLG) to 5× (Inverting Gradients) faster per step, but building it takes 1–4 s per run (up to a minute the first "
-          "time a shape is seen on a machine, two for a deep ResNet; Stop ends it), about what one CPU start saves; auto = on for racing starts and "
-          "on a GPU, off otherwise. Falls back to eager, with a note, where it cannot be built",
+          "starts on a CPU ~2× (DLG) to 5× (Inverting Gradients) faster per step, but building it takes 1–4 s per "
+          "run (up to a minute the first time a shape is seen on a machine, two for a deep ResNet; Stop ends it), "
+          "about what one CPU start saves; auto = on for racing starts and on a GPU, off otherwise. Falls back to "
+          "eager, with a note, where it cannot be built",
           choices=("auto", "on", "off"), label="Compile the objective")
 _COMPILE_GPU = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile (captured in CUDA "
                      "graphs on a GPU, where the step is launch-bound); auto = on a GPU only: on a CPU AGIC's compiled "
