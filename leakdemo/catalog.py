@@ -259,6 +259,10 @@ def cafe_check(p) -> None:
     if p["cafe_loop"] == "nested" and 2 * p["phase_iterations"] >= p["iterations"]:
         raise ParamError("phase_iterations", f"the nested loop needs 2 × phase_iterations < iterations "
                          f"({p['iterations']}) so Step III gets a turn; got {p['phase_iterations']}")
+    terms = ("internal_weight", "gradient_weight", "span_weight", "tv_weight")
+    if all(p[t] == 0 for t in terms):  # Step III had nothing to minimise: "internal error (… does not require grad)"
+        raise ParamError("internal_weight", "Step III needs a term to minimise: set one of internal_weight (γ), "
+                         "gradient_weight (α), span_weight (ρ) or tv_weight (β) above 0; all are 0")
     if p["span_weight"] > 0 and p["fc_width"] < p["batch_size"]:
         raise ParamError("span_weight", f"the row-space term needs fc_width ≥ batch_size (the first FC layer's "
                          f"gradient has rank ≤ fc_width, so only then do its rows span every sample of a batch); "

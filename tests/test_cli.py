@@ -46,6 +46,9 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("run", "dlg", "--set", "attack=magic"), "error: attack: must be one of dlg, idlg, invgrad"),
     (("run", "dlg", "--set", "images=nope"), "error: images: unknown samples item 'nope'"),
     (("run", "dlg", "--set", "iterations"), "error: --set: expected name=value"),
+    # CAFE's Step III with every term weighted 0: "internal error (… does not require grad …)"
+    (("run", "cafe", "--set", "internal_weight=0", "--set", "tv_weight=0"),
+     "error: internal_weight: Step III needs a term to minimise"),
     # FedGEMS's server model pooled an 8-px image down to nothing: "internal error (RuntimeError: … too small)"
     (("run", "pli", "--set", "protocol=fedgems", "--set", "image_size=8"),
      "error: image_size: must be 16, 32 or 64 on FedGEMS"),
