@@ -57,12 +57,15 @@ RUN_PARAMS = (
     Param("seed", "int", 0, "seeds the data choice, the model weights, the defense noise and the attack's start",
           low=0, high=2**31 - 1, group="run"),
     Param("device", "choice", "auto", "where to compute: auto takes CUDA when this machine has it",
-          choices=("auto", "cpu", "cuda"), group="run"),
+          choices=("auto", "cpu", "cuda"), group="run",
+          shown=(("auto", "Auto (CUDA when present)"), ("cpu", "CPU"), ("cuda", "CUDA GPU"))),
 )
 
 DATA_PARAMS = (
     Param("data", "choice", "samples", "where the client's private images come from: "
-          + "; ".join(f"{k} = {v}" for k, v in SOURCE_HELP.items()), choices=SOURCES, group="data", label="Source"),
+          + "; ".join(f"{k} = {v}" for k, v in SOURCE_HELP.items()), choices=SOURCES, group="data", label="Source",
+          shown=(("samples", "Photos (scikit-image)"), ("digits", "Digits (scikit-learn)"), ("faces", "Faces (LFW)"),
+                 ("folder", "Your image folder"), ("torchvision", "A torchvision dataset on disk"))),
     Param("images", "text", "", "comma-separated items of the source (sample names, or indices); "
           "the rest of the batch is picked by the seed", group="data"),
     Param("folder", "text", "", "the image folder when data=folder", group="data"),
@@ -75,9 +78,11 @@ DATA_PARAMS = (
 
 MODEL_PARAMS = (
     Param("model", "choice", "lenet", "the client's model: " + "; ".join(f"{k} = {v}" for k, v in MODEL_HELP.items()),
-          choices=MODELS, group="model"),
+          choices=MODELS, group="model",
+          shown=(("lenet", "LeNet"), ("mlp", "MLP"), ("convnet", "ConvNet"), ("resnet", "ResNet"))),
     Param("model_init", "choice", "uniform", "weight initialisation: uniform = DLG's U(−0.5, 0.5), "
-          "default = PyTorch's", choices=("uniform", "default"), group="model", paper=DLG_PAPER, label="Initialisation"),
+          "default = PyTorch's", choices=("uniform", "default"), group="model", paper=DLG_PAPER, label="Initialisation",
+          shown=(("uniform", "Uniform (DLG's)"), ("default", "PyTorch's default"))),
     Param("model_width", "int", 0, "channels or hidden units (0 = the model's default)", low=0, high=256,
           group="model"),
     Param("model_depth", "int", 1, "blocks per stage (resnet) or hidden layers (mlp)", low=1, high=4, group="model"),
@@ -137,7 +142,8 @@ PROTOCOLS = {
                   low=2, high=2000, group="protocol", label="Training samples N"),
             Param("worker_model", "choice", "slim", "each worker's bottom model: " + "; ".join(
                 f"{k} = {v}" for k, v in settings.WORKER_MODEL_HELP.items()), choices=settings.WORKER_MODELS, group="model",
-                paper=CAFE_PAPER, label="Worker model"),
+                paper=CAFE_PAPER, label="Worker model",
+                shown=(("slim", "Slim CNN (fast)"), ("cafe", "CAFE's CNN"), ("fc", "Fully connected"))),
             Param("model_width", "int", 32, "conv channels of the slim worker model (more channels: a first-FC "
                   "input that pins the image down better)", low=1, high=256, group="model", label="Conv channels"),
             Param("fc_width", "int", 64, "outputs of each worker's first FC layer (d₂)", low=2, high=1024,
@@ -158,7 +164,7 @@ PROTOCOLS = {
 _LOGIT_PARAMS = (
     Param("data", "choice", "faces", "faces = identities synthesised from scikit-image's LFW faces (views with "
           "small pose, light and noise changes); digits = scikit-learn's ten digits", choices=("faces", "digits"),
-          group="data", label="Source"),
+          group="data", label="Source", shown=(("faces", "Faces (LFW identities)"), ("digits", "Digits (scikit-learn)"))),
     Param("image_size", "int", 32, "side of the square images (8, 16, 32 or 64: the inversion network doubles "
           "a 4×4 seed; 16 or more on FedGEMS, whose server model pools twice)", low=8, high=64, unit="px",
           group="data"),
@@ -173,7 +179,7 @@ _LOGIT_PARAMS = (
     Param("domain_gap", "choice", "mask", "how the public set's insensitive versions D_a differ: mask = the "
           "lower face covered (as in masked LFW); blur = Gaussian blur (easy to undo: the prior alone then "
           "finds most classes)", choices=("mask", "blur"), group="data", paper=PLI_PAPER,
-          label="Insensitive domain"),
+          label="Insensitive domain", shown=(("mask", "Mask (lower face covered)"), ("blur", "Gaussian blur"))),
     Param("clients", "int", 1, "clients K; the target classes are dealt among them (more clients: each "
           "holds fewer, and the server must tell whose reconstruction is right)", low=1, high=20,
           group="protocol", defends=True, paper=PLI_PAPER),
@@ -228,7 +234,8 @@ _LBFGS_PARAMS = (
     Param("restarts", "int", 3, "fresh random starts the attack may use when its loss stalls or diverges",
           low=0, high=10),
     Param("loop", "choice", "robust", "robust = leakdemo's loop (mid-gray start, label from the gradient, "
-          "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop"),
+          "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop",
+          shown=(("robust", "Robust (leakdemo's)"), ("original", "Original (as published)"))),
     _COMPILE,
 )
 
@@ -361,7 +368,8 @@ ATTACKS = {
         params=_LBFGS_PARAMS + (
             Param("norm", "choice", "global", "global = one L2 norm over all layers (= 2 − 2·cos); layer-mean = "
                   "the mean of per-layer norms, as in the authors' code", choices=("global", "layer-mean"),
-                  paper=DLM_PAPER, label="Normalisation"),
+                  paper=DLM_PAPER, label="Normalisation",
+                  shown=(("global", "Global L2 norm"), ("layer-mean", "Mean of per-layer norms"))),
             _tv_weight(0.0, DLM_PAPER, note=" (helps batches)"),
             _TRIALS,
         ),
@@ -424,13 +432,14 @@ ATTACKS = {
             Param("iterations", "int", 2000, "VFL iterations attacked (one batch each)", low=1, high=100000),
             Param("cafe_loop", "choice", "single", "single = one update of Steps I, II and III per iteration "
                   "(Algorithm 4, faster); nested = Step I alone, then Step II, then Step III (Algorithm 3)",
-                  choices=("single", "nested"), paper=CAFE_PAPER, label="Loop"),
+                  choices=("single", "nested"), paper=CAFE_PAPER, label="Loop",
+                  shown=(("single", "Single (Algorithm 4)"), ("nested", "Nested (Algorithm 3)"))),
             Param("phase_iterations", "int", 300, "nested loop: iterations of Step I alone, then of Step II alone",
                   low=1, high=50000, paper=CAFE_PAPER),
             Param("solver", "choice", "least-squares", "Steps I–II: least-squares = solve exactly over all "
                   "equations received so far (fast; on a training model Step I projects onto each new batch "
                   "instead); sgd = the paper's gradient steps", choices=("least-squares", "sgd"),
-                  label="Step I–II solver"),
+                  label="Step I–II solver", shown=(("least-squares", "Least squares"), ("sgd", "SGD (the paper's)"))),
             Param("lr_step1", "float", 1.0, "Step I step size (sgd: 1 = project onto the batch's sums)", low=0.0,
                   high=2.0, paper=CAFE_PAPER, label="Step I step size"),
             Param("lr_step2", "float", 1.0, "Step II step size (least-squares: 1 = project onto the batch's "
@@ -473,7 +482,8 @@ ATTACKS = {
             Param("prior", "choice", "auto", "the prior x̄: restored = per class, the mean of its insensitive "
                   "public images deblurred (Richardson–Lucy) or inpainted (needs labels); mean = the mean clean "
                   "public image; auto = restored when the public set is labelled", choices=("auto", "restored", "mean"),
-                  paper=PLI_PAPER, label="Prior"),
+                  paper=PLI_PAPER, label="Prior",
+                  shown=(("restored", "Restored per class"), ("mean", "Mean public image"))),
             Param("alpha", "float", 5.0, "α: weight of the server's entropy in Q (sets how unsure the optimal "
                   "server output is)", low=0.1, high=100.0, log=True, paper=PLI_PAPER, label="Entropy weight α"),
             Param("beta", "float", 0.1, "β: TV weight when choosing the best client's reconstruction", low=0.0,

@@ -26,11 +26,17 @@ class Param:
     group: str = "attack"  # where the UI shows it: data, model, protocol, attack, defense, run
     defends: bool = False  # a protocol knob that also acts as a defense
     label: str = ""  # how people read the name (the UI); defaults to the name, capitalised
+    shown: tuple = ()  # (choice, how the UI shows it) pairs: "LeNet", not "lenet"; links and the CLI keep the code
 
     @property
     def title(self) -> str:
         text = self.label or self.name.replace("_", " ").capitalize()
         return f"{text} ({self.unit})" if self.unit else text
+
+    def show(self, choice) -> str:
+        """A choice as the UI lists it: its name from `shown`, else the code with a capital."""
+        text = dict(self.shown).get(choice, str(choice))
+        return text[:1].upper() + text[1:]
 
     def allowed(self) -> str:
         """Human description of the allowed values, used in every error message."""

@@ -95,6 +95,21 @@ def test_preset_switch_loads_the_preset():
     assert widget(at, "Model").value == "convnet"
 
 
+def test_choices_read_as_names_while_links_keep_the_codes():
+    """A class reads "LeNet" and "Photos (scikit-image)" in the sidebar, not "lenet" and "samples"; the link
+    and the CLI keep the codes, and the help names them."""
+    at = lab(preset="dlg")
+    model = widget(at, "Model")
+    assert model.options == ["LeNet", "MLP", "ConvNet", "ResNet"] and model.value == "lenet"
+    assert "`model`, one of lenet, mlp, convnet, resnet" in model.help
+    assert widget(at, "Source").options[0] == "Photos (scikit-image)"
+    assert widget(at, "Compile the objective").options == ["Auto", "On", "Off"]
+    model.set_value("convnet").run()
+    assert at.query_params["model"] == "convnet"
+    widget(at, "Protocol").set_value("vfl").run()
+    assert widget(at, "Worker model").options == ["Slim CNN (fast)", "CAFE's CNN", "Fully connected"]
+
+
 def test_state_round_trip_is_minimal():
     s = from_preset("invgrad", {"seed": 5})
     assert state.to_query(s) == {"preset": "invgrad", "seed": "5"}

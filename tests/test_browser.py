@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 from PIL import Image
+from playwright.sync_api import expect
 
 from classroom import CHROMIUM, classroom_round, launch, start_server, stop_server, wait_until_warm, watch_errors, _abandon
 
@@ -233,8 +234,8 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     first_point = time.perf_counter() - t0
     page.get_by_text("Finished: 3/3 runs").wait_for(timeout=600_000)
     print(f"\nsweep: first point drawn {first_point:.1f} s after Run sweep, all 3 in {time.perf_counter() - t0:.1f} s")
-    page.wait_for_timeout(1500)
-    assert page.locator(".js-plotly-plot").count() == 2
+    # the finished sweep's full rerun replaces the live charts; on a slow machine the old ones stay a while
+    expect(page.locator(".js-plotly-plot")).to_have_count(2, timeout=60_000)
     page.get_by_text("the private image").wait_for(timeout=10_000)
     captions = page.locator('[data-testid="stImageCaption"]').all_inner_texts()
     strip = [c for c in captions if c.endswith("dB")]
@@ -313,7 +314,8 @@ def test_four_runs_side_by_side_each_fit_their_column(server, browser):
     page = new_page(browser, "compare4", (1280, 800))
     page.goto(f"{server}/Compare?runs=g1,g2,g5,g6")
     page.get_by_text("iteration", exact=False).first.wait_for(timeout=60_000)
-    page.wait_for_timeout(1500)
+    expect(page.locator('[data-testid="stImage"] img')).to_have_count(4, timeout=60_000)
+    page.wait_for_timeout(1500)  # the layout settles
     boxes = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stImage"] img')].map(img => {
         const col = img.closest('[data-testid="stColumn"]').getBoundingClientRect(), b = img.getBoundingClientRect();
         return [b.left, b.right, col.left, col.right, b.width, b.top]; })""")
@@ -331,9 +333,9 @@ def test_two_runs_fill_their_columns_on_a_projector(server, browser):
     page = new_page(browser, "compare-wide", (1920, 1080))
     page.goto(f"{server}/Compare?runs=g1,g2")
     page.get_by_text("iteration", exact=False).first.wait_for(timeout=60_000)
-    page.wait_for_timeout(1500)
     imgs = page.locator('[data-testid="stImage"] img')
-    assert imgs.count() == 2
+    expect(imgs).to_have_count(2, timeout=60_000)
+    page.wait_for_timeout(1500)  # the layout settles
     for i in range(2):
         img = imgs.nth(i)
         column = img.evaluate("i => i.closest('[data-testid=\"stColumn\"]').getBoundingClientRect().width")

@@ -143,7 +143,7 @@ def _help(p) -> str:
 def param_widget(p, where=st) -> None:
     key = f"w_{p.name}"
     if p.kind == "choice":
-        where.selectbox(p.title, p.choices, key=key, help=_help(p))
+        where.selectbox(p.title, p.choices, key=key, help=_help(p), format_func=p.show)
     elif p.kind == "int":
         where.number_input(p.title, min_value=int(p.low), max_value=int(p.high), step=1, key=key, help=_help(p))
     elif p.kind == "float":
