@@ -184,9 +184,10 @@ def test_the_recognisable_line_is_labelled_where_no_curve_crosses_it():
                                                                         [38.2, 30.7, 24.7, 16.5, 10.5, 6.3, 5.0]))]
     rows[0]["prune_ratio"] = None
     fig = strength_figure(rows, ["prune_ratio"], False)
-    labels = {a.text: a for a in fig.layout.annotations if a.text in ("20 dB: recognisable", "no defense")}
-    label = labels["20 dB: recognisable"]
-    assert (label.x, label.xanchor, label.yanchor, label.y) == (1, "right", "bottom", 20)  # above it, on the right
+    labels = {a.text: a for a in fig.layout.annotations if a.text in ("20 dB", "no defense")}
+    label = labels["20 dB"]
+    # on the right, below the line as it prefers: the curve is down at 5–6 dB there, and crosses at the left
+    assert (label.x, label.xanchor, label.yanchor, label.y) == (1, "right", "top", 20)
     assert label.bgcolor  # and readable where the utility line crosses it
     assert labels["no defense"].y == 91.6 and labels["no defense"].bgcolor  # each label on its own line
 
@@ -204,12 +205,12 @@ def test_the_labels_keep_clear_of_the_federations_dashed_lines():
     for clip, (psnr, acc) in runs.items():
         rows += [{**row(len(rows), a, p), "dp_sigma": s, "dp_clip": clip} for s, p, a in zip(sigmas, psnr, acc)]
     fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True)
-    labels = {a.text: a for a in fig.layout.annotations if a.text in ("20 dB: recognisable", "no defense")}
+    labels = {a.text: a for a in fig.layout.annotations if a.text in ("20 dB", "no defense")}
     # below the baseline at the left: the dashed lines' markers at 0.95 lie above it, the attack's curves far below
     assert (labels["no defense"].x, labels["no defense"].yanchor) == (0, "top")
-    # above 20 dB at the right: the attack's curves are down at 5 dB there (at the left they cross 20 dB); the
-    # dashed lines fall through the line at the far right only
-    assert (labels["20 dB: recognisable"].x, labels["20 dB: recognisable"].yanchor) == (1, "bottom")
+    # below 20 dB at the far left, as it prefers: the attack's curves are still at 50–58 dB there (they cross 20 dB
+    # in the middle), and the dashed lines run along the top until they fall at the far right
+    assert (labels["20 dB"].x, labels["20 dB"].yanchor) == (0, "top")
     # on a projector the label covers a tenth of the plot, not half: the dashed lines' last drop runs through
     # its right end, while the left end lies clear between the attack's curves high above and nothing below
     fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True, plot_px=850, char_px=9)
@@ -217,6 +218,33 @@ def test_the_labels_keep_clear_of_the_federations_dashed_lines():
     assert (label.x, label.yanchor) == (0, "top")
     lo, hi = fig.layout.yaxis.range  # set, so the labels' placement and the dashed lines' heights match the chart
     assert lo == 0 and hi == pytest.approx(91.6 * 1.1)
+
+
+def test_the_recognisable_line_keeps_its_label_short_where_the_chart_is_narrow():
+    """On a 1024-px laptop the page's half-width plot is ~140 px: "20 dB: recognisable" covered four fifths of
+    it and lay across the curves. There the line says "20 dB" and the subtitle says what it means; a projector's
+    wide chart keeps the whole label and the one-line subtitle."""
+    from leakdemo.dashboard.tradeoffs import NARROW_PLOT_PX, CHAR_PX, strength_figure
+
+    rows = [{**row(0, 0.951, 91.6, True), "dp_sigma": None}] + [
+        {**row(i + 1, 0.95, p), "dp_sigma": s} for i, (s, p) in enumerate(zip([1e-3, 1e-2, 1e-1, 1.0], [50, 30, 12, 5]))]
+    page = strength_figure(rows, ["dp_sigma"], True)
+    texts = [a.text for a in page.layout.annotations]
+    assert "20 dB" in texts and "20 dB: recognisable" not in texts
+    assert CHAR_PX * len("20 dB") <= 0.25 * NARROW_PLOT_PX
+    assert page.layout.title.subtitle.text.endswith("<br>above 20 dB: recognisable")
+    assert page.layout.margin.t > 70  # room for the subtitle's second line
+    wide = strength_figure(rows, ["dp_sigma"], True, plot_px=850, char_px=9)
+    assert "20 dB: recognisable" in [a.text for a in wide.layout.annotations]
+    assert "<br>" not in wide.layout.title.subtitle.text
+
+
+def test_the_utility_axis_title_wraps_on_the_privacy_chart():
+    """"federation's accuracy (held-out digits)" ran past the half-width scatter on a 1024-px laptop."""
+    from leakdemo.dashboard.tradeoffs import tradeoff_figure
+
+    rows = [{**row(0, 0.951, 91.6, True), "dp_sigma": None}, {**row(1, 0.95, 30.0), "dp_sigma": 0.01}]
+    assert tradeoff_figure(rows, ["dp_sigma"]).layout.xaxis.title.text == "federation's accuracy<br>(held-out digits)"
 
 
 def test_an_accuracy_axis_stays_within_zero_and_one():
