@@ -203,6 +203,8 @@ def test_vertical_fl_offers_cafe_and_checks_the_tiles_in_the_sidebar():
     assert widget(at, "Internal-representation weight γ").value == 1.0
     text = " ".join(m.value for m in at.markdown)
     assert "sample indices it chooses itself" in text and "Batch indices" in text
+    knobs = next(c.value for c in at.caption if "Protocol knobs that defend" in c.value)
+    assert knobs.endswith("Protocol knobs that defend: Batch size = 40, Training learning rate = 0")  # not batch_size
     widget(at, "Workers").set_value(3).run()  # a 1×3 grid of tiles cannot cut 16 px images
     assert any(e.value.startswith("workers: 3 workers cut the image into a 1×3 grid") for e in at.error)
     assert at.button[0].disabled

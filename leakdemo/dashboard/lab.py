@@ -335,7 +335,8 @@ def threat_card(s, folded: bool = False) -> None:
                            "on classes only that client has seen." if s["attack"] == "pli" else
                            "TBI inverts the client logits alone."))
         c2.markdown("**Assumed to know:**\n" + "\n".join(f"- {k}" for k in attack.knowledge))
-        knobs = [f"{p.name} = {s[p.name]}" for p in protocol.params if p.defends]
+        knobs = [f"{p.title} = {s[p.name]:g}" if isinstance(s[p.name], float) else f"{p.title} = {s[p.name]}"
+                 for p in protocol.params if p.defends]  # as the sidebar names them ("Batch size", not batch_size)
         st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
     for w in s.warnings:
         st.warning(w, icon=":material/warning:")
