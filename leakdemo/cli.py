@@ -105,7 +105,7 @@ def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None,
     from .runner import Run
     run = Run(scenario, store=store, fresh=fresh, source="cli")
     tty = sys.stderr.isatty() and not quiet
-    started = None
+    started, stage = None, None
     try:
         for ev in run.events():
             if jsonl:
@@ -118,8 +118,10 @@ def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None,
             elif isinstance(ev, Progress):
                 if tty and not jsonl:
                     print(_bar(ev), end="", file=sys.stderr, flush=True)
-                if ev.note and not jsonl and not quiet:
-                    print(f"\n{ev.note}" if tty else ev.note, file=sys.stderr)
+                for said in (ev.stage if ev.stage != stage else None, ev.note):
+                    if said and not jsonl and not quiet:
+                        print(f"\n{said}" if tty else said, file=sys.stderr)
+                stage = ev.stage
             elif isinstance(ev, Failed):
                 raise LeakdemoError(ev.message)
             elif isinstance(ev, Finished):

@@ -43,6 +43,7 @@ class Progress:
     success: list[bool] | None = None  # PLI/TBI: per target class, whether the attack-accuracy test passes
     trials: np.ndarray | None = None  # racing starts: each shown trial's first image (matched), (K, H, W, 3)
     trials_psnr: list[float] | None = None  # ... and each trial's mean PSNR, scored like `psnr`
+    stage: str | None = None  # the phase the attack is in (see threat.Step.stage)
     event: str = "progress"
 
 

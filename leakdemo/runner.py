@@ -157,7 +157,8 @@ class Run:
             history.update({k: Thinned(MAX_HISTORY) for k in JUDGED})
         last_eval, last, status = -1.0, first, "finished"
         eval_cost = 0.0  # seconds one scoring takes: big data sets are scored less often, so the attack keeps the CPU
-        matching = None
+        matching, stage = None, None  # stage: the last one streamed (a new one is always streamed, and forced
+        # into the history, so that PLI's accuracy curve has a point at each communication round)
         chain = _prepend(first, steps)
         while True:
             try:  # one step at a time under this run's stop event (never across a yield: see cancel.py)
@@ -179,9 +180,10 @@ class Run:
             if step.matching is not None and matching is None:
                 matching = fresh = _matching(step.matching, truth)
             interval = max(EVAL_INTERVAL, 8 * eval_cost)  # scoring takes at most ~1/9 of the time
-            if not (step.note or now - last_eval >= interval or step.iteration in (0, step.total) or last_eval < 0):
+            mark = bool(step.note) or step.stage != stage  # a point every curve keeps
+            if not (mark or now - last_eval >= interval or step.iteration in (0, step.total) or last_eval < 0):
                 continue
-            last_eval = now
+            last_eval, stage = now, step.stage
             t_eval = time.perf_counter()
             sc = metrics.score(step.images, _truth_for(step, truth_images), aligned=step.aligned)
             checks = truth.checks(step.internals) if (truth.checks and step.internals) else {}
@@ -193,13 +195,13 @@ class Run:
             images = to_hwc(step.images[order.to(step.images.device)])
             for k, v in (("iteration", step.iteration), ("seconds", now), ("loss", float(step.loss)),
                          ("psnr", sc["psnr"]), ("ssim", sc["ssim"]), *checks.items()):
-                history[k].offer(v, force=bool(step.note))
+                history[k].offer(v, force=mark)
             self.keyframes.offer((step.iteration, images))
             trials, trials_psnr = _trials(step, _truth_for(step, truth_images))
             yield Progress(step.iteration, step.total, round(now, 4), _finite(step.loss), round(sc["psnr"], 3),
                            round(sc["ssim"], 4), round(eta, 2), _host_labels(step.labels), step.note, images,
                            [round(v, 2) for v in sc["psnr_per_image"]], fresh, checks or None, step.sample_ids,
-                           _baseline(step), success, trials, trials_psnr)
+                           _baseline(step), success, trials, trials_psnr, step.stage)
         seconds = time.perf_counter() - t0
         if self._stop.is_set():
             status = "stopped"

@@ -82,6 +82,8 @@ class Step:
     images: torch.Tensor  # current estimate, (B, C, H, W), the model's input space ([0, 1])
     labels: list[int] | torch.Tensor | None = None  # a tensor likewise (read when the frame is scored)
     note: str | None = None  # something a person should see, e.g. "stalled: restarting with seed 2"
+    stage: str | None = None  # the phase the attack is in (PLI's communication round, CAFE's step, a compile
+    # before the first step): shown beside the progress while it runs, gone once it ends (it would be stale)
     final: bool = False  # the attack's chosen answer
     matching: dict | None = None  # AGIC multi-epoch: which pre-reconstructions it paired (see attacks/agic.py)
     internals: dict | None = None  # intermediate estimates the Runner can check (CAFE: V and H per worker;

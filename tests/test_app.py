@@ -288,13 +288,41 @@ def test_a_bad_server_setting_shows_in_the_sidebar():
         pool.CONFIG_PROBLEMS.pop()
 
 
-def test_a_run_lists_its_phases_once_not_every_round():
+def test_a_run_lists_its_notes_once_not_every_restart():
     from leakdemo.dashboard.lab import shown_notes
-    pli = ["round 1 of 5: training the inversion network"] + [f"round {r} of 5: new logits arrived" for r in range(2, 6)]
-    assert shown_notes(pli) == [pli[0], "round 5 of 5: new logits arrived"]
-    cafe = ["Step I: solving", "Step II: recovering the first FC layer's inputs", "Step III: recovering the images"]
-    assert shown_notes(cafe) == cafe  # distinct phases keep their order
-    assert shown_notes(cafe + ["queued again at the same place"]) == cafe[1:] + ["queued again at the same place"]
+    stalls = [f"stalled at loss 0.00{i} — restarting from a new random start ({i}/3)" for i in range(1, 4)]
+    assert shown_notes(["compiled the objective in 2.0 s"] + stalls) == ["compiled the objective in 2.0 s", stalls[-1]]
+    kinds = ["compiled", "the model keeps training", "stalled"]
+    assert shown_notes(kinds) == kinds  # distinct notes keep their order
+    assert shown_notes(kinds + ["queued again at the same place"]) == kinds[1:] + ["queued again at the same place"]
+
+
+def _stage_page(status: str):
+    """The Lab's run view for a PLI run in its third communication round, or finished (AppTest.from_function)."""
+    from types import SimpleNamespace
+
+    from leakdemo.dashboard.lab import run_view
+    from leakdemo.dashboard.pool import RunHandle
+    from leakdemo.scenario import from_preset
+    h = RunHandle(scenario=from_preset("pli-digits"), status=status, seq=1)
+    h.latest = SimpleNamespace(iteration=23, total=50, seconds=2.0, eta=2.3,
+                               stage="round 3 of 5: new logits arrived, training on them")
+    h.notes = ["compiled the objective in 2.0 s"]
+    if status == "finished":
+        h.finished = SimpleNamespace(iterations=50, seconds=4.6, metrics={})
+    run_view(h)
+
+
+def test_the_attack_s_stage_shows_while_it_runs_and_not_after():
+    """A finished PLI run still said "round 1 of 5: training the inversion network … · round 5 of 5: new logits
+    arrived" under its result: the stage now rides in the progress bar while the attack runs; notes stay."""
+    running = AppTest.from_function(_stage_page, args=("running",), default_timeout=60).run()
+    assert not running.exception
+    assert "Iteration 23 / 50 · round 3 of 5: new logits arrived, training on them · 2.0 s" in running.get("progress")[0].proto.text
+    done = AppTest.from_function(_stage_page, args=("finished",), default_timeout=60).run()
+    assert not done.exception and not done.get("progress")
+    said = " ".join(c.value for c in done.caption) + " ".join(s.value for s in done.success)
+    assert "Finished" in said and "compiled the objective" in said and "round" not in said
 
 
 def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten():

@@ -138,6 +138,11 @@ def test_pli_recovers_private_classes_and_beats_tbi():
     assert events[-1].baseline.shape == events[-1].images.shape
     progress = [e for e in events if e.event == "progress"]
     assert progress[-1].checks["attack_accuracy"] is not None
+    # the communication rounds stream as stages (shown while the attack runs), not as lasting notes: the Lab
+    # still said "round 1 of 5: training … · round 5 of 5: new logits arrived" under a finished run
+    stages = [e.stage.split(":")[0] for e in progress]
+    assert stages[0] == "round 1 of 2" and stages[-1] == "round 2 of 2" and set(stages) == {stages[0], stages[-1]}
+    assert not [e.note for e in progress if e.note]
     # grid.png (CLI, Lab download): the class means, the reconstructions framed green / red by their verdicts
     # and TBI's, in rows of ten; the frames match the verdicts
     import io

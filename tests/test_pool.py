@@ -198,7 +198,7 @@ def test_stop_reaches_a_step_that_never_looks_for_it(monkeypatch, tmp_path):
     try:
         h = p.submit(from_preset("invgrad", {"model": "resnet", "restarts": 3, "compile": "on", "image_size": 16}))
         assert until(lambda: h.latest is not None, timeout=60, poll=(h,))
-        assert "compiling" in h.latest.note
+        assert "compiling" in h.latest.stage
         t0 = time.time()
         h.stop()
         assert until(lambda: h.done, timeout=30, poll=(h,))

@@ -171,9 +171,10 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     # only the vmapped torch.func objective compiles; on a CPU it is slower than the autograd loop for AGIC's
     # batch of a round's images (measured, 2 cores: 17 vs 12 ms one start, 67 vs 47 ms four), so auto = GPU only
     compiling = wanted(p, device, len(starts), pays_on_cpu=False)
-    notes = [f"{len(starts)} random starts racing" if len(starts) > 1 else "", COMPILING if compiling else ""]
-    if any(notes):
-        yield Step(done, total, float("nan"), x.detach(), labels.tolist(), "; ".join(n for n in notes if n))
+    if len(starts) > 1 or compiling:
+        yield Step(done, total, float("nan"), x.detach(), labels.tolist(),
+                   f"{len(starts)} random starts racing" if len(starts) > 1 else None,
+                   stage=COMPILING if compiling else None)
     value_and_grad = trials_objective(lambda v: prob.loss(v, labels, members, gammas, every),
                                       lambda v: prob.loss(v, labels, members, gammas, every, functional=True),
                                       vectorised=compiling or (len(starts) > 1 and torch.device(device).type == "cuda"))

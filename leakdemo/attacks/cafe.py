@@ -159,8 +159,8 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         if it == 1 and p.get("train_lr", 0) > 0 and gamma > 0 and rho == 0:
             note = ("the model keeps training: Steps I–II will go stale and the γ term with them — gradient "
                     "matching (α) and the row-space term (ρ) stay exact at the current weights (preset cafe-training)")
-        if not single and it in (phase + 1, 2 * phase + 1):
-            note = "Step II: recovering the first FC layer's inputs" if it == phase + 1 else "Step III: recovering the images"
+        stage = (None if single else "Step I: recovering each sample's gradient at the first FC layer" if do1
+                 else "Step II: recovering the first FC layer's inputs" if do2 else "Step III: recovering the images")
         fit = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per step
         with torch.no_grad():
             for m, (wi, bi) in enumerate(where):
@@ -209,5 +209,5 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                 if gy is not None:
                     opt_y.step(Y, idx, gy)
             loss = objective.detach()
-        yield Step(it, total, loss, X.detach().clone(), labels(), note=note, internals={"V": V, "H": H}, aligned=True)
+        yield Step(it, total, loss, X.detach().clone(), labels(), note=note, stage=stage, internals={"V": V, "H": H}, aligned=True)
     yield Step(total, total, loss, X.detach().clone(), labels(), final=True, internals={"V": V, "H": H}, aligned=True)

@@ -89,7 +89,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
         opt = make_optimizer()
         if done == 0:  # frame 0: the starting point, shown before the first (slowest) step
             yield Step(0, total, math.nan, x.detach(), fixed_list if hard is not None else y.argmax(-1).tolist(),
-                       COMPILING if compiling else None)
+                       stage=COMPILING if compiling else None)
             if compiling:
                 from .racing import _objective  # racing imports this module
                 packed, compile_note = compile_objective(

@@ -121,9 +121,8 @@ def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                                      vectorised=compiling or (k > 1 and torch.device(device).type == "cuda"))
     starts = [torch.rand(shape, generator=torch.Generator().manual_seed(p["seed"] * 1000 + 29 + j)) for j in range(k)]
     x = torch.stack(starts).to(device)
-    notes = [f"{k} random starts racing" if k > 1 else "",
-             COMPILING if compiling else ""]
-    yield Step(0, p["iterations"], float("nan"), x[0].detach(), labels, "; ".join(n for n in notes if n) or None)
+    yield Step(0, p["iterations"], float("nan"), x[0].detach(), labels, f"{k} random starts racing" if k > 1 else None,
+               stage=COMPILING if compiling else None)
     note = None
     if compiling:
         value_and_grad, note = compile_objective(value_and_grad, x)

@@ -201,8 +201,11 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
         return cands[torch.arange(len(targets), device=device), pick_best(cands, p["beta"]).to(device)]
 
     start = torch.full((len(targets), *x.shape[1:]), 0.5, device=device)
-    yield Step(0, total, float("nan"), start, aligned=True, note=f"round 1 of {len(rounds)}: training the "
-               f"inversion network{'s' if len(nets) > 1 else ''} on the public images' logits")
+    def stage(r: int) -> str:  # shown beside the progress while the attack runs
+        return (f"round 1 of {len(rounds)}: training the inversion network{'s' if len(nets) > 1 else ''} on the "
+                "public images' logits" if r == 1 else f"round {r} of {len(rounds)}: new logits arrived, training on them")
+
+    yield Step(0, total, float("nan"), start, aligned=True, stage=stage(1))
     it = 0
     for r in rounds:
         server = _softmax(r.server.to(device), tau)
@@ -220,10 +223,10 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
                 if not paired:
                     loss = tbi_loss
             it += 1
-            note = (f"round {r.round + 2} of {len(rounds)}: new logits arrived" if e == m - 1 and r.round + 1 < len(rounds)
-                    else None)
+            # the last epoch of a round is its last frame: from here the next round's logits are in
+            now = r.round + 2 if e == m - 1 and r.round + 1 < len(rounds) else r.round + 1
             internals = {"baseline": tbi(onehots)} if (paired and tbi is not None) else None
-            yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, note=note,
+            yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, stage=stage(now),
                        final=False)
     internals = {"baseline": tbi(onehots)} if (paired and tbi is not None) else None
     yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, final=True)

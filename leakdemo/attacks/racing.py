@@ -124,7 +124,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
 
     compiling = wanted(p, device, k)
     yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]),
-               f"{k} random starts racing" + (f"; {COMPILING}" if compiling else ""))
+               f"{k} random starts racing", stage=COMPILING if compiling else None)
     note = None
     if compiling:
         objective, note = compile_objective(objective, z)

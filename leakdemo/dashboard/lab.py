@@ -362,7 +362,8 @@ def _chart(handle):
 
 def shown_notes(notes: list[str], n: int = 3) -> list[str]:
     """The newest n distinct notes, newest last. A note that only renumbers an earlier one replaces it:
-    PLI's "round 5 of 5: new logits arrived" stands for rounds 2 to 5, not three captions of them."""
+    "stalled … restarting (3/3)" stands for the three restarts, not three captions of them. (The attack's
+    stage — PLI's round, CAFE's step, a compile — is shown in the progress bar, and only while it runs.)"""
     kept: dict[str, str] = {}
     for note in notes:
         key = re.sub(r"\d+", "#", note)
@@ -384,7 +385,8 @@ def run_view(handle) -> None:
     elif latest is not None and not handle.done:
         eta = f" · about {latest.eta:.0f} s left" if latest.eta is not None and latest.seconds > 1 else ""
         st.progress(min(1.0, latest.iteration / max(latest.total, 1)),
-                    text=f"Iteration {latest.iteration} / {latest.total} · {latest.seconds:.1f} s{eta}"
+                    text=f"Iteration {latest.iteration} / {latest.total}{f' · {latest.stage}' if latest.stage else ''}"
+                         f" · {latest.seconds:.1f} s{eta}"
                          + (" · stopping…" if handle.stopping else ""))
     if status == "failed":
         st.error(f"The run could not complete: {error}")

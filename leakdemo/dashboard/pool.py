@@ -134,11 +134,11 @@ class RunHandle:
             if isinstance(ev, Started):
                 self.started = ev
             elif isinstance(ev, Progress):
-                self.latest = ev
+                before, self.latest = (self.latest.stage if self.latest else None), ev
                 checks = ev.checks or {}
                 for k in self.curves:
                     value = checks.get(k) if k in CHECKS else getattr(ev, k)
-                    self.curves[k].offer(value, force=bool(ev.note))
+                    self.curves[k].offer(value, force=bool(ev.note) or ev.stage != before)
                 if ev.note:
                     self.notes.append(ev.note)
                 if ev.matching is not None:
