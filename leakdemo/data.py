@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import cancel
 from .errors import LeakdemoError, ParamError
 from .settings import LOCAL_DATA, SOURCES, local_images
 
@@ -285,6 +286,7 @@ def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
         imgs, labels = [], []
         for _ in range(n):
             name = names[rng.integers(len(names))]
+            cancel.check()  # a process's first pool resizes every photo (~2.4 s on 2 cores): Stop must reach it
             full = sample_image(name, big)
             y, x = rng.integers(0, big // 2 + 1, size=2)
             crop = full[:, y:y + big // 2, x:x + big // 2]
