@@ -370,7 +370,12 @@ def test_a_log_axis_labels_what_fits_its_span():
     short span, on top of each other in a 300-px chart: under two decades 1, 2 and 5 of each, above one label
     per decade, every few decades over a wide span."""
     from leakdemo.dashboard.axes import log_axis
-    assert log_axis([0.055, 0.004, 0.0021, 0.003])["dtick"] == "D2"
+    agic = log_axis([0.055, 0.004, 0.0021, 0.003])
+    assert agic["ticktext"] == ["0.005", "0.01", "0.02", "0.05"] and agic["tickvals"] == [0.005, 0.01, 0.02, 0.05]
+    # PLI's loss, 0.045 to 0.1, read "10⁻¹" over a bare "5": every label now reads alone
+    assert log_axis([0.1, 0.045])["ticktext"] == ["0.05", "0.1"]
+    assert log_axis([2e-6, 7e-6])["ticktext"] == ["2·10⁻⁶", "5·10⁻⁶"]  # far from 1: m·10ⁿ
+    assert log_axis([0.06, 0.09])["ticktext"] == ["0.06", "0.07", "0.08", "0.09"]  # no 1, 2 or 5 inside: each digit
     assert log_axis([1.0, 2e-3])["dtick"] == 1 and log_axis([100.0, 1e-7, None, float("nan")])["dtick"] == 2
     assert log_axis([1e4, 1e-20])["dtick"] == 4  # 24 decades: six labels
     assert "dtick" not in log_axis([None, 0.0]) and log_axis([])["type"] == "log"

@@ -4,16 +4,43 @@ from __future__ import annotations
 import math
 
 MOST_DECADES = 6  # labelled decades on one axis; wider spans label every second, third … decade
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def tick_label(v: float) -> str:
+    """0.05, 0.2, 10, 500 as they are; further out m·10ⁿ (10ⁿ for m = 1): each label reads alone."""
+    if 1e-3 <= v < 1e4:
+        return f"{v:.6g}"
+    exponent = math.floor(math.log10(v) + 1e-9)
+    mantissa = round(v / 10 ** exponent)
+    power = "10" + str(exponent).translate(SUPERSCRIPT)
+    return power if mantissa == 1 else f"{mantissa}·{power}"
+
+
+def _short_span_ticks(lo: float, hi: float) -> list[float]:
+    """1, 2 and 5 of each decade within [lo, hi]; every digit if that leaves fewer than two."""
+    for digits in ((1, 2, 5), range(1, 10)):
+        ticks = [m * 10 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+                 for m in digits]
+        ticks = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+        if len(ticks) >= 2:
+            return ticks
+    return []
 
 
 def log_axis(values) -> dict:
     """A plotly log axis's tick settings for `values`: powers of ten, one label per decade (or per few, over
-    a wide span); under two decades 1, 2 and 5 of each (plotly's own choice there labelled every digit —
-    AGIC's loss between 2·10⁻³ and 6·10⁻² read "6 5 4 3 2 10⁻² 9 8 7 6 5 4 3 2", digits on top of each
-    other)."""
+    a wide span); under two decades 1, 2 and 5 of each, each labelled in full ("0.05", "2·10⁻⁶"). Plotly's
+    own choice there labelled every digit — AGIC's loss between 2·10⁻³ and 6·10⁻² read "6 5 4 3 2 10⁻² 9 8 7
+    6 5 4 3 2", digits on top of each other — and its "D2" setting a bare "5" under "10⁻¹" for 0.05."""
     pos = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
     if not pos:
         return {"type": "log", "exponentformat": "power"}
-    span = math.log10(max(pos) / min(pos))
-    dtick = "D2" if span < 2 else max(1, math.ceil(span / MOST_DECADES))
-    return {"type": "log", "exponentformat": "power", "dtick": dtick}
+    lo, hi = min(pos), max(pos)
+    span = math.log10(hi / lo)
+    if span < 2:
+        ticks = _short_span_ticks(lo, hi)
+        if ticks:
+            return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": [tick_label(t) for t in ticks]}
+        return {"type": "log", "exponentformat": "power", "dtick": "D1"}
+    return {"type": "log", "exponentformat": "power", "dtick": max(1, math.ceil(span / MOST_DECADES))}
