@@ -201,6 +201,7 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
         return cands[torch.arange(len(targets), device=device), pick_best(cands, p["beta"]).to(device)]
 
     start = torch.full((len(targets), *x.shape[1:]), 0.5, device=device)
+
     def stage(r: int) -> str:  # shown beside the progress while the attack runs
         return (f"round 1 of {len(rounds)}: training the inversion network{'s' if len(nets) > 1 else ''} on the "
                 "public images' logits" if r == 1 else f"round {r} of {len(rounds)}: new logits arrived, training on them")
