@@ -313,6 +313,26 @@ def _stage_page(status: str):
     run_view(h)
 
 
+def _setting_up_page(preset: str, over: dict):
+    from leakdemo.dashboard.lab import run_view
+    from leakdemo.dashboard.pool import RunHandle
+    from leakdemo.scenario import from_preset
+    run_view(RunHandle(scenario=from_preset(preset, over), status="running", seq=1))
+
+
+@pytest.mark.parametrize("preset,over,says", [
+    ("pli-10-clients", {}, "the federation runs its 5 rounds — 10 clients train and share logits on the public images"),
+    ("dlg", {"warmup_steps": 500}, "the model is first trained for 500 steps on other images, then the client "
+                                   "computes its gradient"),
+    ("dlm-plus", {}, "the client trains on its private data and sends its new weights"),
+])
+def test_the_set_up_says_what_it_waits_for(preset, over, says):
+    """A ten-client federation's rounds take ~30 s before PLI's first frame, under "Setting up: the client
+    computes its update…" — which no federation of logits does."""
+    at = AppTest.from_function(_setting_up_page, args=(preset, over), default_timeout=60).run()
+    assert not at.exception and says in at.get("progress")[0].proto.text
+
+
 def test_the_attack_s_stage_shows_while_it_runs_and_not_after():
     """A finished PLI run still said "round 1 of 5: training the inversion network … · round 5 of 5: new logits
     arrived" under its result: the stage now rides in the progress bar while the attack runs; notes stay."""

@@ -25,7 +25,7 @@ from . import state
 from .axes import log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS
-from .shared import hardware, queue_line, run_pool, tab_alive
+from .shared import hardware, queue_line, run_pool, setup_line, tab_alive
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -381,7 +381,7 @@ def run_view(handle) -> None:
     if status == "queued":
         st.progress(0.0, text=queue_line(run_pool(), handle))
     elif status == "running" and latest is None:
-        st.progress(0.0, text="Setting up: the client computes its update…" + (" · stopping…" if handle.stopping else ""))
+        st.progress(0.0, text=setup_line(handle.scenario.params) + (" · stopping…" if handle.stopping else ""))
     elif latest is not None and not handle.done:
         eta = f" · about {latest.eta:.0f} s left" if latest.eta is not None and latest.seconds > 1 else ""
         st.progress(min(1.0, latest.iteration / max(latest.total, 1)),

@@ -15,7 +15,7 @@ from .. import catalog
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
-from .shared import queue_line, run_pool
+from .shared import queue_line, run_pool, setup_line
 from .compare import frame_at, judged_extras
 
 TICK = 0.3
@@ -277,7 +277,7 @@ def live_body(preset: str, pace) -> None:
     if status == "failed":
         left.error(f"The run could not complete: {error}")
     elif started is None:
-        left.info(queue_line(run_pool(), handle) if status == "queued" else "Setting up: the client computes its update…")
+        left.info(queue_line(run_pool(), handle) if status == "queued" else setup_line(handle.scenario.params))
     else:
         src = fin if fin is not None else latest
         ids = (fin.metrics.get("sample_ids") if fin is not None else getattr(latest, "sample_ids", None))

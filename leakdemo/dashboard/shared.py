@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from .. import catalog
 from .pool import RunPool
 
 
@@ -32,6 +33,24 @@ def queue_line(pool, handle) -> str:
     if ahead == 0:
         return f"Waiting for a free worker — next in line ({at_once})."
     return f"Waiting for a free worker — {ahead} run{'s' if ahead != 1 else ''} ahead of this one ({at_once})."
+
+
+def setup_line(p: dict) -> str:
+    """What the set-up before the attack's first frame does, in words: a ten-client federation's rounds take
+    ~30 s on 2 cores, where "the client computes its update" told a class nothing about the wait."""
+    if p.get("protocol") in catalog.LOGIT_PROTOCOLS:
+        k = p.get("clients", 1)
+        who = "the client trains and shares" if k == 1 else f"{k} clients train and share"
+        doing = f"the federation runs its {p.get('rounds')} rounds — {who} logits on the public images"
+    elif p.get("protocol") == "vfl":
+        doing = f"{p.get('workers')} workers take their tiles of the {p.get('n_samples')} samples"
+    elif p.get("protocol") == "fedavg":
+        doing = "the client trains on its private data and sends its new weights"
+    else:
+        doing = "the client computes its gradient on its private batch"
+    if p.get("warmup_steps"):
+        doing = f"the model is first trained for {p['warmup_steps']} steps on other images, then {doing}"
+    return f"Setting up: {doing}…"
 
 
 def tab_alive():
