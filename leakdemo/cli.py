@@ -12,6 +12,7 @@ from . import catalog
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
+from .words import plural
 
 
 class _Parser(argparse.ArgumentParser):
@@ -222,12 +223,12 @@ def cmd_fidelity(args) -> int:
     todo = checks(args.quick, listed(args.only, "--only"))
     store = open_store()
     results = []
-    print(f"leakdemo fidelity — {len(todo)} check(s){' (quick)' if args.quick else ''}; runs already in the run "
+    print(f"leakdemo fidelity — {plural(len(todo), 'check')}{' (quick)' if args.quick else ''}; runs already in the run "
           "store are replayed from it", flush=True)
     for c in todo:
         r = run_check(c, store, args.fresh)
         results.append(r)
-        from_store = f", {r.replayed} of {len(c.runs)} run(s) from the store" if r.replayed else ""
+        from_store = f", {r.replayed} of {plural(len(c.runs), 'run')} from the store" if r.replayed else ""
         print(f"  {c.name:<22} {r.verdict:<10} {r.ours}  ({r.seconds:.0f} s{from_store})", flush=True)
     report = table(results)
     print()
@@ -342,7 +343,7 @@ def cmd_runs(args) -> int:
         if args.json:
             print(json.dumps(rows, indent=2))
             return 0
-        print(f"{len(rows)} run(s) in {store.path}" + ("" if len(rows) < args.limit else f" (newest {args.limit})"))
+        print(f"{plural(len(rows), 'run')} in {store.path}" + ("" if len(rows) < args.limit else f" (newest {args.limit})"))
         if rows:
             print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'attack':<10} {'defense':<15} "
                   f"{'status':<9} {'PSNR':>6} {'seconds':>8}")
@@ -443,7 +444,7 @@ def cmd_sweep(args) -> int:
                 print(json.dumps(_sweep_json(ev)), flush=True)
             if isinstance(ev, SweepStarted):
                 if not args.jsonl:
-                    print(f"{title}: {len(ev.points)} points × {seeds} seed(s) × {len(image_list or [1])} image(s) = "
+                    print(f"{title}: {len(ev.points)} points × {plural(seeds, 'seed')} × {plural(len(image_list or [1]), 'image')} = "
                           f"{ev.runs} runs, {ev.cached} from the run store, backend {ev.backend}", file=sys.stderr)
             elif isinstance(ev, (PointDone, RunDone)) and not args.jsonl:
                 bar = f"[{'#' * int(28 * ev.done_runs / max(ev.total_runs, 1)):<28}] {ev.done_runs}/{ev.total_runs} runs" \
@@ -462,7 +463,7 @@ def cmd_sweep(args) -> int:
     if tty and not args.jsonl:
         print(file=sys.stderr)
     if not args.jsonl:
-        print(f"{'Sweep' if status == 'finished' else 'Stopped sweep'}: {len(rows)} point(s) in {total_s:.1f} s")
+        print(f"{'Sweep' if status == 'finished' else 'Stopped sweep'}: {plural(len(rows), 'point')} in {total_s:.1f} s")
         for r in sorted(rows, key=lambda r: r["index"]):
             print("  " + _row_line(r))
     if args.out and rows:

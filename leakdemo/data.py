@@ -16,6 +16,7 @@ import numpy as np
 from . import cancel
 from .errors import LeakdemoError, ParamError
 from .settings import LOCAL_DATA, SOURCES, local_images
+from .words import plural
 
 if TYPE_CHECKING:
     import torch
@@ -225,7 +226,7 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, cou
     bs = p["batch_size"] if count is None else count
     if uploads:
         if len(uploads) < bs:
-            raise ParamError(count_name, f"is {bs} but only {len(uploads)} image(s) were uploaded")
+            raise ParamError(count_name, f"is {bs} but only {plural(len(uploads), 'image')} {'was' if len(uploads) == 1 else 'were'} uploaded")
         imgs = [to_square_rgb(a, size) for _, a in uploads[:bs]]
         return _batch(imgs, np.arange(bs) % classes, [n for n, _ in uploads[:bs]])
     source = p["data"]

@@ -17,6 +17,8 @@ import sys
 import warnings
 from functools import lru_cache
 
+from .words import plural
+
 DEFAULT_DELTA = 1e-5
 
 
@@ -54,7 +56,7 @@ def guarantee(p: dict) -> dict:
     eps = epsilon(z, n, delta)
     return {**out, "epsilon": eps, "noise_multiplier": z, "releases": n,
             "note": f"(ε, δ)-DP for any one private image (Opacus RDP accountant): noise multiplier "
-                    f"σ/{'2C' if workers == 1 else f'(2C·√{workers})'} = {z:.3g}, {n} release(s), sample rate 1"}
+                    f"σ/{'2C' if workers == 1 else f'(2C·√{workers})'} = {z:.3g}, {plural(n, 'release')}, sample rate 1"}
 
 
 def epsilon(noise_multiplier: float, steps: int, delta: float) -> float:

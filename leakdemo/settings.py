@@ -11,6 +11,7 @@ import math
 import os
 
 from .errors import ParamError
+from .words import plural
 
 def cache_dir() -> str:
     """leakdemo's cache (run store, LPIPS weights): $LEAKDEMO_CACHE, else $XDG_CACHE_HOME/leakdemo, else
@@ -69,7 +70,7 @@ def _after_defense(p: dict, who: str) -> str:
 
 def fedsgd_receives(p: dict) -> str:
     """What the server receives, in one sentence (threat card, CLI)."""
-    return (f"the gradient of the training loss on one private batch of {p['batch_size']} image(s)"
+    return (f"the gradient of the training loss on one private batch of {plural(p['batch_size'], 'image')}"
             + _after_defense(p, "after the client's"))
 
 
@@ -86,8 +87,8 @@ def local_images(p: dict) -> int:
 def fedavg_receives(p: dict) -> str:
     rounds = p["rounds_per_epoch"] * p["epochs"]
     steps = "one SGD step" if p["local_steps"] == 1 else f"{p['local_steps']} SGD steps"
-    return (f"the model weights before and after each of {rounds} round(s) of local training ({steps} on "
-            f"mini-batches of {p['batch_size']} image(s), {local_images(p)} private image(s) in all)"
+    return (f"the model weights before and after each of {plural(rounds, 'round')} of local training ({steps} on "
+            f"mini-batches of {plural(p['batch_size'], 'image')}, {plural(local_images(p), 'private image')} in all)"
             + _after_defense(p, "each upload after the client's"))
 
 
@@ -139,7 +140,7 @@ def vfl_check(p: dict) -> None:
 # ---------------------------------------------------------------- logit sharing (FedMD, DS-FL, FedGEMS)
 
 def logits_receives(p: dict) -> str:
-    return (f"in each of {p['rounds']} rounds, the logits of {p['clients']} client(s) on every public image "
+    return (f"in each of {p['rounds']} rounds, the logits of {plural(p['clients'], 'client')} on every public image "
             f"({'labelled' if p['protocol'] != 'ds-fl' else 'unlabelled'} public set); nothing else"
             + _after_defense(p, "each after the client's"))
 

@@ -36,7 +36,7 @@ def test_a_shared_link_loads_its_scenario():
     assert "Threat model" in " ".join(m.value for m in at.markdown)
     assert dict(at.query_params) == {"preset": "dlg", "images": "rocket", "seed": "3"}
     scenario = next(c.value for c in at.caption if c.value.startswith("Scenario:"))
-    assert "preset **dlg**, DLG on LeNet, 1 private image(s), 32×32 px, seed 3." in scenario  # not "on lenet"
+    assert "preset **dlg**, DLG on LeNet, 1 private image, 32×32 px, seed 3." in scenario  # not "on lenet"
 
 
 def test_bad_link_values_fall_back_and_are_reported():
@@ -242,7 +242,7 @@ def test_logit_sharing_offers_pli_and_checks_its_data_in_the_sidebar():
     with pytest.raises(KeyError):  # the federation's data is built, not picked
         widget(at, "Images (indices, comma-separated)")
     text = " ".join(m.value for m in at.markdown)
-    assert "No gradients, no weights" in text and "logits of 1 client(s)" in text
+    assert "No gradients, no weights" in text and "logits of 1 client on" in text
     widget(at, "Private target classes").set_value(40).run()  # every class private: nothing clean to learn from
     assert any(e.value.startswith("target_classes: must be below the number of classes (40)") for e in at.error)
     assert at.button[0].disabled

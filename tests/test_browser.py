@@ -227,7 +227,7 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     page.get_by_role("button", name="Run sweep").wait_for(timeout=90_000)
     nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
     assert "Attack Lab" in nav and "Trade-offs" in nav
-    page.get_by_text("3 points (the undefended one included) × 1 seed(s) = 3 runs").wait_for(timeout=30_000)
+    page.get_by_text("3 points (the undefended one included) × 1 seed = 3 runs").wait_for(timeout=30_000)
     t0 = time.perf_counter()
     page.get_by_role("button", name="Run sweep").click()
     page.locator(".js-plotly-plot").first.wait_for(timeout=300_000)

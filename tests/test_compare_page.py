@@ -206,7 +206,7 @@ def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeyp
     assert any("scenes=live:nonsense,g99" in w.value for w in at.warning)  # unknown codes named, left out
     assert "scene 1 of 2" in " ".join(m.value for m in at.markdown)
     assert at.title[0].value == "What a defense costs: privacy against utility"
-    assert any("lacks 51 run(s) of this sweep" in i.value for i in at.info)  # an empty store: how to fill it
+    assert any("lacks 51 runs of this sweep" in i.value for i in at.info)  # an empty store: how to fill it
     at.button[1].click().run()
     assert at.title[0].value.startswith("DLM+ rebuilds the photo") and "scene 2 of 2" in " ".join(
         m.value for m in at.markdown)

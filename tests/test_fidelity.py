@@ -67,7 +67,7 @@ def test_cli_runs_the_checks_and_prints_the_table(tmp_path, store_path):
     assert "**reproduced**" in table.split("| `defense-dp` |")[1].split("\n")[0]  # noise stops DLG
     assert "2 reproduced, 0 partly, 0 not" in r.stdout
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)  # from the run store
-    assert again.returncode == 0 and "run(s) from the store" in again.stdout
+    assert again.returncode == 0 and "1 of 1 run from the store" in again.stdout
 
 
 def test_cli_refuses_an_unknown_check_in_one_line():

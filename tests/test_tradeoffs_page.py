@@ -23,7 +23,7 @@ def test_default_is_the_built_in_dp_sweep():
     at = page()
     assert not at.exception and not at.error
     assert at.selectbox(key="t_sweep").value == "sweep-dp-dlg"
-    assert "17 points (the undefended one included) × 3 seed(s) = 51 runs" in texts(at)
+    assert "17 points (the undefended one included) × 3 seeds = 51 runs" in texts(at)
     assert not at.button[0].disabled and at.button[0].label == "Run sweep"
     assert at.query_params["sweep"] == ["sweep-dp-dlg"] or at.query_params["sweep"] == "sweep-dp-dlg"
 
@@ -34,7 +34,7 @@ def test_a_shared_custom_sweep_link_fills_the_widgets():
     assert at.selectbox(key="t_defense").value == "prune"
     assert at.text_input(key="t_vary").value == "prune_ratio=0..0.9:3"
     assert at.slider(key="t_seeds").value == 2
-    assert "4 points (the undefended one included) × 2 seed(s) = 8 runs" in texts(at)
+    assert "4 points (the undefended one included) × 2 seeds = 8 runs" in texts(at)
     assert "**DLG against magnitude pruning (dlg)**" in texts(at)  # names, not 'dlg against magnitude pruning'
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
     assert "**DLG against Gaussian noise (DP-style) (dlg)**" in texts(at)  # Gauss keeps his capital
@@ -278,10 +278,10 @@ def test_failed_points_say_why():
     sweep.tasks()  # batch 30 of the 23 photos is refused here, before any run
     rows = [{"label": p.label, "runs": 0, "failed": len(p.runs), "errors": [r["error"] for r in p.runs]}
             for p in sweep.points]
-    assert failure_lines(rows) == ("**batch_size=30**: 1 of 1 run(s) failed — batch_size: must be at most 23 for "
+    assert failure_lines(rows) == ("**batch_size=30**: 1 of 1 run failed — batch_size: must be at most 23 for "
                                    "data=samples, got 30")
     many = [dict(rows[1], label=f"p{i}") for i in range(7)]
-    assert failure_lines(many).count("  \n") == 5 and failure_lines(many).endswith("2 more point(s): see the table")
+    assert failure_lines(many).count("  \n") == 5 and failure_lines(many).endswith("2 more: see the table")
     assert failure_lines(rows[:1]) is None
 
 

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, replace_all_batch_norm_modules_, vmap
 
 from ..threat import Knowledge, Observation, Step
+from ..words import plural
 from .dlg import (DIVERGED, POLISH_BELOW, POLISH_RATIO, STALL_RATIO, STALL_WINDOW, _initial_image,
                   _initial_label_logits)
 from .gradients import soft_cross_entropy
@@ -177,7 +178,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         yield Step(total, total, math.inf, opt.z[0, :n_x].view(shape).clamp(0, 1), None,
                    f"all {k} starts diverged", final=True)
         return
-    fresh_note = f" ({started - k} stalled start(s) replaced)" if started > k else ""
+    fresh_note = f" ({plural(started - k, 'stalled start')} replaced)" if started > k else ""
     yield Step(total, total, float(answer_loss[winner]), answer_z[winner, :n_x].view(shape).clamp(0, 1),
                labels_of(answer_z[winner]), f"kept the best of {k} racing starts (start {winner + 1}), at its lowest "
                f"gradient distance{fresh_note}", final=True)

@@ -17,6 +17,7 @@ from .pictures import IMAGE_CSS, png_once
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..store import StoredRun, open_store
+from ..words import plural
 from .shared import run_pool
 
 MAX_RUNS = 4
@@ -185,7 +186,7 @@ def _pending_panel() -> None:
     done = sum(h.done for _, h in pending)
     names = ", ".join(f"{d} ({h.status})" for d, h in pending)
     st.progress(0.0 if not pending else done / len(pending),
-                text=f"Running the scenario under {len(pending)} defense(s) in the shared worker pool: {names}. "
+                text=f"Running the scenario under {plural(len(pending), 'defense')} in the shared worker pool: {names}. "
                      "Each joins the comparison when it finishes.")
     for _, h in pending:
         h.poll()

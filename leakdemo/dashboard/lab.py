@@ -21,6 +21,7 @@ from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LOCAL_DATA, LPIPS_HELP, MODEL_NAMES
 from ..scenario import from_dict, presets
+from ..words import plural
 from . import state
 from .axes import log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
@@ -245,7 +246,7 @@ def sidebar() -> tuple:
     need = catalog.private_images(s2)
     if uploads and len(uploads) < need:
         what = {"fedsgd": "batch_size", "vfl": "n_samples"}.get(s2["protocol"], LOCAL_DATA)
-        return s2, f"{what}: needs {need} image(s) but {len(uploads)} are uploaded", uploads
+        return s2, f"{what}: needs {plural(need, 'image')} but {len(uploads)} are uploaded", uploads
     if not uploads:
         try:
             check_source(s2)
@@ -572,13 +573,15 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
         c3.error(problem)
     elif scenario is not None:
         if scenario["protocol"] in catalog.LOGIT_PROTOCOLS:
-            model, what = f"{scenario['clients']} client(s) sharing logits", "private target class(es)"
+            n = catalog.private_images(scenario)
+            model = f"{plural(scenario['clients'], 'client')} sharing logits"
+            what = plural(n, "private target class", "private target classes")
         else:
             model = (MODEL_NAMES.get(scenario.get("model"), scenario.get("model"))  # "DLG on LeNet", not "on lenet"
                      or f"{scenario['workers']} {scenario['worker_model']} workers")
-            what = "private image(s)"
+            what = plural(catalog.private_images(scenario), "private image")
         c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}, "
-                   f"{catalog.private_images(scenario)} {what}, {scenario['image_size']}×{scenario['image_size']} px, "
+                   f"{what}, {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
     if handle is None:
         if problem is None:  # while a setting is refused, the message beside the greyed button says what to do

@@ -15,6 +15,7 @@ from .. import catalog
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
+from ..words import plural
 from .shared import queue_line, run_pool, setup_line
 from .compare import frame_at, judged_extras
 
@@ -361,5 +362,5 @@ def _sweep_rows(spec) -> tuple:
             return rows, axes, recorded, None
     except LeakdemoError as e:
         return None, None, False, f"The sweep cannot be drawn here: {e}"
-    return None, None, False, (f"The run store lacks {missing or 'the'} run(s) of this sweep: run it once on the "
+    return None, None, False, (f"The run store lacks {plural(missing, 'run') if missing else 'the runs'} of this sweep: run it once on the "
                                "Trade-offs page (a few minutes on a laptop); from then on this scene draws it at once.")

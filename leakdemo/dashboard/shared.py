@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import catalog
+from ..words import plural
 from .pool import RunPool
 
 
@@ -29,10 +30,10 @@ def queue_line(pool, handle) -> str:
                 "this run begins as soon as one is ready.")
     ahead = max(0, pool.position(handle) - 1)
     n = pool.max_running
-    at_once = f"{n} run{'s' if n != 1 else ''} at a time on this server"
+    at_once = f"{plural(n, 'run')} at a time on this server"
     if ahead == 0:
         return f"Waiting for a free worker — next in line ({at_once})."
-    return f"Waiting for a free worker — {ahead} run{'s' if ahead != 1 else ''} ahead of this one ({at_once})."
+    return f"Waiting for a free worker — {plural(ahead, 'run')} ahead of this one ({at_once})."
 
 
 def setup_line(p: dict) -> str:

@@ -21,6 +21,7 @@ from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
 from ..tradeoff import SHARE_RANGE, UTILITY_TITLES, plain, privacy_key, sweep_csv, utility_range
+from ..words import plural
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
 from .state import to_query
@@ -429,7 +430,7 @@ def _hover(r: dict, key: str) -> str:
         f"PSNR {r['psnr']:.1f} dB ({r['psnr_range'][0]:.1f}–{r['psnr_range'][1]:.1f})"
     name, u = utility_of(r)
     return (f"<b>{r['label']}</b><br>{leak}<br>{name.replace('_', ' ')} {u:.3f}<br>{r['privacy']}"
-            f"<br>{r['runs']} run(s)<extra></extra>")
+            f"<br>{plural(r['runs'], 'run')}<extra></extra>")
 
 
 def _small(img: np.ndarray) -> np.ndarray:
@@ -523,7 +524,7 @@ def main() -> None:
     try:
         sweep, title, _ = build(spec)
         n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
-        summary = (f"**{title}** — {n_points} points (the undefended one included) × {len(sweep.seeds)} seed(s) "
+        summary = (f"**{title}** — {n_points} points (the undefended one included) × {plural(len(sweep.seeds), 'seed')} "
                    f"= {runs} runs. " + ", ".join(f"`{a.name}` ∈ {{{', '.join(f'{v:.3g}' if isinstance(v, float) else str(v) for v in a.values)}}}"
                                                  for a in sweep.axes))
     except LeakdemoError as e:
@@ -565,7 +566,7 @@ def sweep_panel(pace) -> None:
     else:
         st.progress(min(1.0, job.done_runs / total),
                     text=f"{status}: {job.done_runs}/{job.total_runs} runs ({job.cached} from the run store), "
-                         f"{len(rows)} point(s) done in {job.seconds:.0f} s{eta}"
+                         f"{plural(len(rows), 'point')} done in {job.seconds:.0f} s{eta}"
                          + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else ""))
     if getattr(job, "from_gallery", False):
         st.info("Recorded with the gallery that ships with leakdemo (on another machine, possibly an earlier code "
@@ -601,10 +602,10 @@ def failure_lines(rows: list[dict], most: int = 5) -> str | None:
     failed = [r for r in rows if r.get("failed")]
     if not failed:
         return None
-    lines = [f"**{r['label']}**: {r['failed']} of {r['failed'] + r['runs']} run(s) failed — "
+    lines = [f"**{r['label']}**: {r['failed']} of {plural(r['failed'] + r['runs'], 'run')} failed — "
              f"{(r.get('errors') or ['no message'])[0]}" for r in failed[:most]]
     if len(failed) > most:
-        lines.append(f"…and {len(failed) - most} more point(s): see the table")
+        lines.append(f"…and {len(failed) - most} more: see the table")
     return "  \n".join(lines)
 
 

@@ -19,6 +19,7 @@ from ..settings import LOCAL_DATA, MODEL_HELP, local_images
 from ..settings import fedavg_check as check
 from ..settings import fedavg_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation, Update
+from ..words import plural
 from .fedsgd import make_model, warm_up
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
@@ -60,7 +61,7 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
         f"the model architecture ({MODEL_HELP[p['model']]}) and the weights it sent in every round",
         f"how many images each upload was trained on ({T * B}) and the image size "
         f"({p['image_size']}×{p['image_size']}, 3 channels)",
-        f"the number of classes ({p['num_classes']}) and the round schedule ({R} round(s) per epoch)",
+        f"the number of classes ({p['num_classes']}) and the round schedule ({plural(R, 'round')} per epoch)",
     ]
     if p["warmup_steps"]:
         facts.append(f"that the model was trained for {p['warmup_steps']} steps before (its weights show it)")
