@@ -425,7 +425,7 @@ def test_compare_runs_one_scenario_under_two_defenses(server, browser):
     page.get_by_role("button", name="Run them").click()
     # the undefended run may already be in the store (the presenter's live DLG is the same scenario): then
     # only the defended one is computed, and the other joins at once
-    page.get_by_text(re.compile(r"Running the scenario under [12] defense\(s\)")).wait_for(timeout=30_000)
+    page.get_by_text(re.compile(r"Running the scenario under (1 defense|2 defenses) in")).wait_for(timeout=30_000)
     runs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Runs to compare")
     runs.get_by_text("Run #", exact=False).nth(1).wait_for(timeout=400_000)
     picked = runs.inner_text()
