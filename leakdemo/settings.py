@@ -87,7 +87,8 @@ def local_images(p: dict) -> int:
 def fedavg_receives(p: dict) -> str:
     rounds = p["rounds_per_epoch"] * p["epochs"]
     steps = "one SGD step" if p["local_steps"] == 1 else f"{p['local_steps']} SGD steps"
-    return (f"the model weights before and after each of {plural(rounds, 'round')} of local training ({steps} on "
+    each = "its one round" if rounds == 1 else f"each of its {rounds} rounds"
+    return (f"the model weights before and after {each} of local training ({steps} on "
             f"mini-batches of {plural(p['batch_size'], 'image')}, {plural(local_images(p), 'private image')} in all)"
             + _after_defense(p, "each upload after the client's"))
 

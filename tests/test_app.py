@@ -188,6 +188,9 @@ def test_fedavg_threat_card_says_who_knows_the_learning_rate():
     widget(at, "Attack").set_value("agic").run()
     text = " ".join(m.value for m in at.markdown)
     assert "model weights before and after" in text and "known to this attack" in text
+    # counts in the right number: not "each of 1 round(s) … mini-batches of 1 image(s)"
+    assert ("before and after its one round of local training (one SGD step on mini-batches of 1 image, "
+            "1 private image in all)") in text
     widget(at, "Attack").set_value("dlm").run()
     text = " ".join(m.value for m in at.markdown)
     assert "**not** known to this attack" in text
