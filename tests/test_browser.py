@@ -250,7 +250,15 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     # a click on a point of the trade-off chart shows its reconstruction and a link to watch it live in the Lab
     chart = page.locator(".js-plotly-plot").nth(1)
     point = chart.locator(".scatterlayer .trace").first.locator("path.point").last  # σ = 1, the strongest
-    box = point.bounding_box()
+    box = None
+    for _ in range(5):  # plotly may redraw the chart (a rerun after the sweep): its points come back in a moment
+        point.wait_for(state="visible", timeout=30_000)
+        point.scroll_into_view_if_needed()
+        box = point.bounding_box()
+        if box is not None:
+            break
+        page.wait_for_timeout(500)
+    assert box is not None, "the chart's strongest point never stayed on the page"
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.get_by_text("what the attack rebuilt (first run)").wait_for(timeout=30_000)
