@@ -240,7 +240,7 @@ def checks(quick: bool = False, only: list[str] | None = None) -> list[Check]:
     names = {c.name for c in CHECKS}
     bad = [n for n in (only or []) if n not in names]
     if bad:
-        raise LeakdemoError(f"fidelity --only: unknown check(s) {', '.join(bad)}; known: {', '.join(sorted(names))}")
+        raise LeakdemoError(f"fidelity --only: unknown {'check' if len(bad) == 1 else 'checks'} {', '.join(bad)}; known: {', '.join(sorted(names))}")
     return [c for c in CHECKS if (only and c.name in only) or (not only and (c.quick or not quick))]
 
 

@@ -307,3 +307,37 @@ def test_a_pli_replay_keeps_its_size_to_the_end():
     colors = {tuple(round(255 * c) for c in VERDICT_COLORS[ok]) for ok in (True, False)}
     assert not colors & {tuple(int(c) for c in px) for px in mid.reshape(-1, 3)}  # unjudged: no green, no red
     assert colors & {tuple(int(c) for c in px) for px in end.reshape(-1, 3)}
+
+
+def test_a_live_scene_shows_the_attack_s_stage_and_pli_s_accuracy_while_it_runs():
+    """A live PLI scene on the projector: its round in the caption (as the Lab's progress bar has it) and its
+    attack accuracy — the figure PLI is judged by — not "PSNR …"; the stage goes when the run ends."""
+    import threading
+
+    from streamlit.testing.v1 import AppTest
+
+    from leakdemo.events import Progress
+
+    class Handle:  # what the pool's handle offers the scene, mid-run
+        lock, status, done, error, finished = threading.Lock(), "running", False, None, None
+        started = Started({}, {}, np.random.rand(3, 8, 8, 3), ["a", "b", "c"], [0, 1, 2], 200, "cpu", "", 1.0)
+        latest = Progress(40, 200, 4.9, 0.3, psnr=11.0, images=np.random.rand(3, 8, 8, 3),
+                          checks={"attack_accuracy": 0.4}, stage="round 2 of 5: new logits arrived, training on them")
+
+        def poll(self):
+            pass
+
+    def scene():
+        from leakdemo.dashboard.presenter import live_body
+        live_body("pli", 0.5)  # the pace a running scene refreshes at (LIVE_POLL)
+
+    at = AppTest.from_function(scene, default_timeout=60)
+    at.session_state["p_live"] = ("pli", Handle())
+    at.run()
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric} == {"Attack accuracy": "40%", "Time": "5 s"}
+    from leakdemo.dashboard.presenter import live_caption
+    assert live_caption("left: x", Handle.latest, None) == \
+        "left: x · iteration 40 of 200 · round 2 of 5: new logits arrived, training on them"
+    done = Finished("finished", {"psnr": 12.0}, np.random.rand(3, 8, 8, 3), 20.0, 200)
+    assert live_caption("left: x", Handle.latest, done) == "left: x · iteration 200 of 200"

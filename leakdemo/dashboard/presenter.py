@@ -267,6 +267,17 @@ def live_scene(preset: str, choices: dict) -> None:
     st.fragment(run_every=pace)(live_body)(preset, pace)
 
 
+def live_caption(where: str, latest, fin) -> str:
+    """Where the private data is, the iteration, and — while it runs — the attack's stage (PLI's round,
+    CAFE's step, compiling), as the Lab's progress bar shows it."""
+    if fin is not None:
+        return f"{where} · iteration {fin.iterations} of {fin.iterations}"
+    if latest is None:
+        return f"{where} · iteration 0 of …"
+    stage = f" · {latest.stage}" if latest.stage else ""
+    return f"{where} · iteration {latest.iteration} of {latest.total}{stage}"
+
+
 def live_body(preset: str, pace) -> None:
     handle = _live_handle(preset)
     if handle is None:  # the scene was left while this refresh was on its way
@@ -287,9 +298,7 @@ def live_body(preset: str, pace) -> None:
         picture, where = _picture(originals, images, getattr(fin, "baseline", None),
                                   fin.metrics.get("psnr_per_image") if fin is not None else None,
                                   fin.metrics.get("success") if fin is not None else None)
-        it = fin.iterations if fin is not None else (latest.iteration if latest is not None else 0)
-        total = fin.iterations if fin is not None else (latest.total if latest is not None else "…")
-        left.image(picture, caption=f"{where} · iteration {it} of {total}", clamp=True, width="stretch")
+        left.image(picture, caption=live_caption(where, latest, fin), clamp=True, width="stretch")
     if fin is not None:
         m = fin.metrics
         if m.get("attack_accuracy") is not None:
@@ -299,7 +308,11 @@ def live_body(preset: str, pace) -> None:
             right.metric("SSIM", f"{m['ssim']:.2f}")
         right.metric("Run time", f"{fin.seconds:.0f} s")
     elif latest is not None:
-        right.metric("PSNR", "…" if latest.psnr is None else f"{latest.psnr:.1f} dB")
+        accuracy = (latest.checks or {}).get("attack_accuracy")
+        if accuracy is not None:  # PLI: its figure while it runs too
+            right.metric("Attack accuracy", f"{accuracy:.0%}")
+        else:
+            right.metric("PSNR", "…" if latest.psnr is None else f"{latest.psnr:.1f} dB")
         right.metric("Time", f"{latest.seconds:.0f} s")
     if handle.done:
         right.button("Run again", on_click=_start_live, args=(preset,), icon=":material/replay:", width="stretch")
