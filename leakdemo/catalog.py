@@ -621,6 +621,26 @@ def defense_name(defense: str) -> str:
     return DEFENSES[defense].short if defense in DEFENSES else str(defense)
 
 
+def defense_phrase(p: dict) -> str:
+    """The defense in words, with its strength: 'Gaussian noise (noise σ = 0.01, clip norm off)', 'Magnitude
+    pruning (pruned fraction = 0.5)', 'no defense' — what the threat card and the Lab's scenario line say."""
+    d = p.get("defense", "none")
+    if d == "none" or d not in DEFENSES:
+        return defense_name(d)
+    parts = []
+    for q in DEFENSES[d].params:
+        value = p.get(q.name)
+        if value is None or q.name == "dp_delta":  # δ belongs to the ε the page reports, not to the defense
+            continue
+        label = (q.label or q.name).split(" (")[0]
+        label = label[0].lower() + label[1:] if label[1:2].islower() else label  # "noise σ", "k"
+        if q.name == "dp_clip" and not value:
+            parts.append(f"{label} off")
+        else:
+            parts.append(f"{label} = {value:g}" if isinstance(value, float) else f"{label} = {value}")
+    return f"{DEFENSES[d].short} ({', '.join(parts)})" if parts else DEFENSES[d].short
+
+
 def components(protocol: str, attack: str, defense: str) -> tuple[Component, Component, Component]:
     return PROTOCOLS[protocol], ATTACKS[attack], DEFENSES[defense]
 

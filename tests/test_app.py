@@ -79,6 +79,12 @@ def test_defense_parameters_appear_with_the_defense():
     assert widget(at, "Noise σ").value == 0.01
     widget(at, "Noise σ").set_value(0.1).run()
     assert at.query_params["dp_sigma"] == "0.1" and at.query_params["defense"] == "dp-gaussian"
+    # the threat card and the scenario line name the defense and its strength, in words, not its code
+    text = " ".join(m.value for m in at.markdown)
+    assert ("batch of 1 image, after the client's defense: Gaussian noise (noise σ = 0.1, clip norm off)."
+            in text and "dp-gaussian" not in text), text
+    scenario = next(c.value for c in at.caption if c.value.startswith("Scenario:"))
+    assert "DLG on LeNet, against Gaussian noise (noise σ = 0.1, clip norm off), 1 private image" in scenario
 
 
 def test_widgets_bound_their_values():

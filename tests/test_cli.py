@@ -118,3 +118,45 @@ def test_bench_covers_vertical_fl_and_logit_sharing(tmp_path):
     (result,) = json.load(open(out))
     assert result["images"] == "(digits)" and result["attack_accuracy"] is not None
     assert result["wall_s"] > result["first_frame_s"] > result["seconds"]  # the federation's training first
+
+
+def test_the_privacy_line_says_each_thing_once():
+    """The run's summary names the privacy guarantee once: "no formal guarantee: without clipping …", not
+    "no formal guarantee — no formal guarantee: …"; an ε is followed by how it was accounted."""
+    from leakdemo.cli import _summary
+    from leakdemo.events import Finished
+    from leakdemo.privacy import describe, guarantee
+    from leakdemo.scenario import from_preset
+
+    def line(**params):
+        g = guarantee(from_preset("dlg", params).params)
+        metrics = {"psnr": 14.8, "ssim": 0.5, "lpips": None, "label_accuracy": 1.0, "privacy": describe(g),
+                   "privacy_note": g["note"]}
+        return _summary(Finished("finished", metrics, None, 1.0, 10)).splitlines()[-1]
+
+    assert line(defense="dp-gaussian", dp_sigma=0.01) == (
+        "  privacy: no formal guarantee: without clipping (dp_clip = 0) one image can move the payload without "
+        "bound, so no amount of noise gives an ε")
+    assert line(defense="dp-gaussian", dp_sigma=0.0, dp_clip=1.0) == "  privacy: clipping without noise: ε = ∞"
+    assert line(defense="dp-gaussian", dp_sigma=1.0, dp_clip=1.0).startswith(
+        "  privacy: ε = ") and " — (ε, δ)-DP for any one private image" in line(
+        defense="dp-gaussian", dp_sigma=1.0, dp_clip=1.0)
+
+
+def test_what_the_server_receives_reads_right_for_one_of_anything():
+    """The threat card's sentence (also in the CLI's run header) in the right number, its defense in words."""
+    from leakdemo.catalog import PROTOCOLS
+    from leakdemo.scenario import from_preset
+
+    def receives(preset, **params):
+        p = from_preset(preset, params).params
+        return PROTOCOLS[p["protocol"]].receives(p)
+
+    assert receives("cafe", workers=1, batch_size=1) == (
+        "each iteration, for a batch of 1 sample index it chooses itself out of 200, the gradients of the one "
+        "worker's bottom model (it holds every image whole)")
+    assert receives("pli", rounds=1, defense="top-k") == (
+        "in its one round, the logits of 1 client on every public image (labelled public set), each after the "
+        "client's defense: Top-k only (k = 1); nothing else")
+    assert receives("cafe", defense="fake-gradients").endswith(
+        "each after the worker's defense: Fake gradients (fake σ = 1.05, candidates ν = 1000)")

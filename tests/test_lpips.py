@@ -153,3 +153,13 @@ def test_torchvisions_cached_alexnet_still_serves(monkeypatch, empty_torch_home)
 def test_torchvision_file_name_matches_torchvision():
     from torchvision.models import AlexNet_Weights
     assert os.path.basename(AlexNet_Weights.IMAGENET1K_V1.url) == lpips_weights.TORCHVISION_FILE
+
+
+def test_at_32_px_lpips_barely_sees_pixel_noise_as_the_help_says():
+    """The Lab's LPIPS help and the README warn that at 32 px LPIPS weighs layout and colour far more than
+    pixel noise: the same noisy photo is near 0 at 32 px and far at 256 px, while a flat grey guess is far
+    at 32 px too. If this stops holding, the warning is wrong."""
+    small, large = photo(32), photo(256)
+    at_32, at_256 = float(metrics.lpips(small, noisy(small, 0.18))[0]), float(metrics.lpips(large, noisy(large, 0.18))[0])
+    assert at_32 < 0.15 and at_256 > 0.5, (at_32, at_256)
+    assert float(metrics.lpips(small, torch.full_like(small, 0.5))[0]) > 0.5

@@ -580,8 +580,9 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
             model = (MODEL_NAMES.get(scenario.get("model"), scenario.get("model"))  # "DLG on LeNet", not "on lenet"
                      or f"{scenario['workers']} {scenario['worker_model']} workers")
             what = plural(catalog.private_images(scenario), "private image")
-        c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}, "
-                   f"{what}, {scenario['image_size']}×{scenario['image_size']} px, "
+        defended = "" if scenario["defense"] == "none" else f", against {catalog.defense_phrase(scenario)}"
+        c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}"
+                   f"{defended}, {what}, {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
     if handle is None:
         if problem is None:  # while a setting is refused, the message beside the greyed button says what to do
