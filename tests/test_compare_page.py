@@ -138,7 +138,7 @@ def test_runs_are_named_as_people_say_them():
     assert "**DLG on FedSGD** · no defense" in heads and "**DLM+ on FedAvg**" in heads
     assert "DLM-PLUS" not in heads and "on fedavg" not in heads
     at = page(runs="g2")  # a defense by its name, with the settings a user types
-    assert "**DLG on FedSGD** · Gaussian noise (dp_sigma=0.01, dp_clip=0)" in [m.value for m in at.markdown]
+    assert "**DLG on FedSGD** · Gaussian noise (noise σ = 0.01, clip norm off)" in [m.value for m in at.markdown]
     import json
     legend = [t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
     assert legend == ["g2 · DLG on FedSGD, Gaussian noise"]  # the run's id ties its curve to its column

@@ -316,7 +316,7 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         it, images = frame_at(run, pos)
         p = run.scenario.get("params", {})
         originals = shown_originals(run.started.originals, run.finished.metrics)
-        head.markdown(f"**{catalog.headline(p)}** · {_defense(p)}")
+        head.markdown(f"**{catalog.headline(p)}** · {catalog.defense_phrase(p)}")
         single = len(originals) == 1
         final = pos >= 1.0
         size = originals.shape[1]
@@ -341,18 +341,6 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
     st.plotly_chart(_curves(runs, pos), key="c_curves", config={"displayModeBar": False})
     if (TICK if st.session_state.get("c_playing") else None) != pace:
         st.rerun()
-
-
-def _defense(p: dict) -> str:
-    """'no defense', or the defense by name with its settings: 'Gaussian noise (dp_sigma=0.01, dp_clip=0)' (the
-    settings are the parameters a user sets, so they keep their names)."""
-    d = p.get("defense", "none")
-    name = catalog.defense_name(d)
-    if d not in catalog.DEFENSES:
-        return name
-    settings = ", ".join(f"{q.name}={p[q.name]:g}" if isinstance(p.get(q.name), float) else f"{q.name}={p.get(q.name)}"
-                         for q in catalog.DEFENSES[d].params if q.name in p and q.name != "dp_delta")
-    return f"{name} ({settings})" if settings else name
 
 
 def _curves(runs, pos: float) -> go.Figure:
