@@ -623,22 +623,41 @@ def defense_name(defense: str) -> str:
 
 def defense_phrase(p: dict) -> str:
     """The defense in words, with its strength: 'Gaussian noise (noise σ = 0.01, clip norm off)', 'Magnitude
-    pruning (pruned fraction = 0.5)', 'no defense' — what the threat card and the Lab's scenario line say."""
+    pruning (pruned fraction = 0.5)', 'no defense' — what the threat card, the Lab's scenario line and Compare say."""
     d = p.get("defense", "none")
     if d == "none" or d not in DEFENSES:
         return defense_name(d)
-    parts = []
-    for q in DEFENSES[d].params:
-        value = p.get(q.name)
-        if value is None or q.name == "dp_delta":  # δ belongs to the ε the page reports, not to the defense
-            continue
-        label = (q.label or q.name).split(" (")[0]
-        label = label[0].lower() + label[1:] if label[1:2].islower() else label  # "noise σ", "k"
-        if q.name == "dp_clip" and not value:
-            parts.append(f"{label} off")
-        else:
-            parts.append(f"{label} = {value:g}" if isinstance(value, float) else f"{label} = {value}")
+    # δ belongs to the ε the page reports, not to the defense
+    parts = [setting_words(p, q.name, p.get(q.name)) for q in DEFENSES[d].params
+             if q.name != "dp_delta" and p.get(q.name) is not None]
     return f"{DEFENSES[d].short} ({', '.join(parts)})" if parts else DEFENSES[d].short
+
+
+def _param(p: dict, name: str) -> Param | None:
+    try:
+        return params_for(p["protocol"], p["attack"], p["defense"]).get(name)
+    except KeyError:  # not a scenario's parameters, or codes this version does not know
+        return None
+
+
+def param_label(p: dict, name: str) -> str:
+    """A parameter as a sentence names it — the sidebar's label without its note: 'noise σ' (dp_sigma under
+    Gaussian noise; 'noise scale b' under Laplace), 'clip norm', 'k'. The code where the scenario has no such
+    parameter (a row from an older store)."""
+    q = _param(p, name)
+    if q is None:
+        return name
+    label = q.title.split(" (")[0]
+    return label[0].lower() + label[1:] if label[1:2].islower() else label  # "noise σ", but "TV threshold ξ"
+
+
+def setting_words(p: dict, name: str, value) -> str:
+    """'noise σ = 0.01', 'clip norm off' (a label that says "0 = off", at 0), 'k = 1': one setting in words."""
+    q = _param(p, name)
+    label = param_label(p, name)
+    if q is not None and "0 = off" in q.title and not value:
+        return f"{label} off"
+    return f"{label} = {value:g}" if isinstance(value, float) else f"{label} = {value}"
 
 
 def components(protocol: str, attack: str, defense: str) -> tuple[Component, Component, Component]:

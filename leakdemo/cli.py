@@ -478,7 +478,7 @@ def cmd_sweep(args) -> int:
                 "values": {a.name: list(a.values) for a in axes}, "seeds": seeds, "images": image_list,
                 "status": status}
         files = write_all(args.out, sorted(rows, key=lambda r: r["index"]), [a.name for a in axes], title, meta,
-                          log=axes[0].log, x=args.x_axis)
+                          log=axes[0].log, x=args.x_axis, base=base.params)
         if not args.jsonl:
             print(f"wrote {', '.join(files)}", file=sys.stderr)
     return 0 if status == "finished" else 130

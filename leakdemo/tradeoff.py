@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from .catalog import param_label, setting_words
 from .sweep import pareto, utility_of
 
 COLUMNS = ("index", "label", "undefended", "runs", "failed", "psnr", "psnr_range", "ssim", "lpips", "recognisable",
@@ -69,16 +70,24 @@ def sweep_csv(rows: list[dict], axes: list[str]) -> str:
 SERIES_COLORS = ("#2471a3", "#8e44ad", "#16a085", "#d35400", "#7f8c8d", "#c0392b")
 
 
-def _series(rows: list[dict], axes: list[str]) -> list[tuple[str, list[dict]]]:
-    """The defended rows as lines: one per value of the second axis (or one line), in first-axis order."""
+def named_series(rows: list[dict], axes: list[str], base: dict | None = None) -> list[tuple[str, list[dict]]]:
+    """The defended rows as lines: one per value of the second axis (or one line), in first-axis order, each
+    named in words from the sweep's base scenario ('clip norm off', 'clip norm = 4'; without it, the codes)."""
     rows = [r for r in rows if not r["undefended"]]
     if len(axes) < 2:
         return [("", sorted(rows, key=lambda r: (r.get(axes[0]) is None, r.get(axes[0]))))] if axes else []
     out = []
     for v in dict.fromkeys(r.get(axes[1]) for r in rows):
         mine = sorted((r for r in rows if r.get(axes[1]) == v), key=lambda r: r.get(axes[0]))
-        out.append((f"{axes[1]}={_fmt(v)}", mine))
+        out.append((setting_words(base or {}, axes[1], v), mine))
     return out
+
+
+def axis_title(axis: str, base: dict | None = None) -> str:
+    """'noise σ (dp_sigma)': the swept parameter as the sidebar names it, with the code the sweep's summary
+    and the CLI use."""
+    label = param_label(base or {}, axis)
+    return axis if label == axis else f"{label} ({axis})"
 
 
 def _fmt(v) -> str:
@@ -86,7 +95,7 @@ def _fmt(v) -> str:
 
 
 def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, log: bool = False,
-                 x: str = "strength") -> bytes:
+                 x: str = "strength", base: dict | None = None) -> bytes:
     """Two panels. Left: leakage (median PSNR, or attack accuracy) and utility against the swept strength —
     where the knee is. Right: leakage against utility, error bars over seeds × images, the undefended
     point a star, the Pareto front ringed, ε beside the points that have one."""
@@ -98,7 +107,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
     ylabel = "attack accuracy" if key == "attack_accuracy" else "reconstruction PSNR, dB (median)"
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), dpi=110)
     clean = next((r for r in rows if r["undefended"]), None)
-    series = _series(rows, axes)
+    series = named_series(rows, axes, base)
     numeric = bool(axes) and all(isinstance(r.get(axes[0]), (int, float)) and not isinstance(r.get(axes[0]), bool)
                                  for _, rs in series for r in rs)
     uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), None)
@@ -134,7 +143,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
             left.set_xscale("log")
     if key == "attack_accuracy":
         left.set_ylim(*SHARE_RANGE)
-    left.set_xlabel("ε (δ as set; lower is more private)" if by_epsilon else (axes[0] if axes else ""))
+    left.set_xlabel("ε (δ as set; lower is more private)" if by_epsilon else (axis_title(axes[0], base) if axes else ""))
     left.set_ylabel(ylabel)
     if twin is not None:
         twin.set_ylabel(UTILITY_TITLES[uname], color="#555")
@@ -207,11 +216,11 @@ def strip_png(rows: list[dict]) -> bytes | None:
 
 
 def write_all(out_dir: str, rows: list[dict], axes: list[str], title: str, meta: dict, log: bool = False,
-              x: str = "strength") -> list[str]:
+              x: str = "strength", base: dict | None = None) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     files = {"sweep.csv": sweep_csv(rows, axes).encode(),
              "sweep.json": json.dumps({**meta, "rows": [plain(r) for r in rows]}, indent=2).encode(),
-             "tradeoff.png": tradeoff_png(rows, title, axes, log, x)}
+             "tradeoff.png": tradeoff_png(rows, title, axes, log, x, base)}
     strip = strip_png(rows)
     if strip is not None:
         files["strip.png"] = strip

@@ -194,6 +194,10 @@ def test_presenter_steps_through_the_showcases():
     # this test's store is off: the chart comes from the gallery's recording of the sweep, and says so
     assert "recorded with the gallery" in " ".join(m.value for m in at.markdown)
     assert len(at.get("plotly_chart")) == 1
+    import json
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)  # the settings as the sidebar names them
+    assert chart["layout"]["xaxis"]["title"]["text"] == "noise σ (dp_sigma)"
+    assert {"clip norm off", "clip norm = 4"} <= {t["name"] for t in chart["data"]}
 
 
 def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeypatch):

@@ -295,6 +295,11 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert len(at.get("plotly_chart")) == 2  # privacy/utility by strength, and the trade-off
     assert any("Recorded: 51 runs, 17 points, from the gallery" in str(p.proto) for p in at.get("progress"))
     assert not at.button[0].disabled and at.button[1].disabled  # Run sweep recomputes here; nothing to stop
+    import json
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)  # the swept settings in the sidebar's words
+    assert [t["name"] for t in chart["data"] if t.get("showlegend") is not False] == ["clip norm off", "clip norm = 4"]
+    assert chart["layout"]["xaxis"]["title"]["text"] == "noise σ (dp_sigma)"
+    assert ["clip norm off", "clip norm = 4"] == [c.value for c in at.caption if c.value.startswith("clip norm")]
     # every built-in sweep ships: choosing another draws it at once too
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
     assert not at.exception and len(at.get("plotly_chart")) == 2
@@ -328,7 +333,18 @@ def test_the_strength_chart_names_each_series_once():
     rows = [row(0, 0.95, 90.0, True)] + [{**row(i + 1, 0.9, 30.0 - i), "dp_clip": c}
                                          for i, c in enumerate([0.0, 0.0, 4.0, 4.0])]
     fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True)
-    assert [t.name for t in fig.data if t.showlegend is not False] == ["dp_clip=0.0", "dp_clip=4.0"]
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["dp_clip = 0", "dp_clip = 4"]
     assert "solid" in fig.layout.title.subtitle.text and "dashed" in fig.layout.title.subtitle.text
+    # given the sweep's scenario, the series and the axis read as the sidebar names them, not as codes
+    from leakdemo.dashboard.tradeoffs import tradeoff_figure
+    from leakdemo.scenario import from_preset
+    base = from_preset("dlg", {"defense": "dp-gaussian"}).params
+    fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True, base=base)
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["clip norm off", "clip norm = 4"]
+    assert fig.layout.xaxis.title.text == "noise σ (dp_sigma)"
+    assert [t.name for t in tradeoff_figure(rows, ["dp_sigma", "dp_clip"], base).data][:2] == \
+        ["clip norm off", "clip norm = 4"]
+    laplace = from_preset("dlg", {"defense": "dp-laplace"}).params  # the same code, another defense's name
+    assert strength_figure(rows, ["dp_sigma"], True, base=laplace).layout.xaxis.title.text == "noise scale b (dp_sigma)"
     one = strength_figure(rows[:3], ["dp_sigma"], True)
     assert [t.name for t in one.data] == ["leakage", "utility"]

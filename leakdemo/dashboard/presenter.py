@@ -332,7 +332,7 @@ def sweep_scene(name: str, choices: dict) -> None:
     memo = st.session_state.setdefault("p_sweep_rows", {})
     if name not in memo:
         memo[name] = _sweep_rows(spec)
-    rows, axes, recorded, problem = memo[name]
+    rows, axes, recorded, problem, base = memo[name]
     _head("What a defense costs: privacy against utility",
           spec.title + (" · recorded with the gallery" if recorded else ""), choices)
     if problem:
@@ -340,7 +340,7 @@ def sweep_scene(name: str, choices: dict) -> None:
         memo.pop(name)  # asked again next time: the sweep may have been run meanwhile
         return
     # the plot spans the projector: about 850 px at 1024×768, its labels' characters about half the font wide
-    fig = strength_figure(rows, [a.name for a in axes], axes[0].log, plot_px=850, char_px=BIG_FONT // 2)
+    fig = strength_figure(rows, [a.name for a in axes], axes[0].log, plot_px=850, char_px=BIG_FONT // 2, base=base)
     big, bigger = dict(size=BIG_FONT), dict(size=BIG_FONT + 4)  # the theme sizes each part: each is set here
     # no title (the scene's heading says it), so the key to solid and dashed lines heads the legend
     fig.update_layout(height=None, font=big, title=None,
@@ -361,8 +361,8 @@ def _own_store():
 
 
 def _sweep_rows(spec) -> tuple:
-    """(rows, axes, recorded, problem): this machine's own runs of the sweep first (this code, this
-    machine), else the gallery's recording; a problem says why neither can draw it."""
+    """(rows, axes, recorded, problem, the sweep's base parameters): this machine's own runs of the sweep first
+    (this code, this machine), else the gallery's recording; a problem says why neither can draw it."""
     from ..gallery import recorded_sweep
     from ..scenario import load
     from ..sweep import SweepFinished, parse_axis
@@ -372,8 +372,9 @@ def _sweep_rows(spec) -> tuple:
         sweep, recorded, missing = recorded_sweep(base, axes, spec.seeds, _own_store())
         if sweep is not None:
             rows = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
-            return rows, axes, recorded, None
+            return rows, axes, recorded, None, base.params
     except LeakdemoError as e:
-        return None, None, False, f"The sweep cannot be drawn here: {e}"
-    return None, None, False, (f"The run store lacks {plural(missing, 'run') if missing else 'the runs'} of this sweep: run it once on the "
-                               "Trade-offs page (a few minutes on a laptop); from then on this scene draws it at once.")
+        return None, None, False, f"The sweep cannot be drawn here: {e}", None
+    lacks = plural(missing, "run") if missing else "the runs"
+    return None, None, False, (f"The run store lacks {lacks} of this sweep: run it once on the Trade-offs page (a few "
+                               "minutes on a laptop); from then on this scene draws it at once."), None

@@ -20,7 +20,8 @@ from ..scenario import load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
-from ..tradeoff import SHARE_RANGE, UTILITY_TITLES, plain, privacy_key, sweep_csv, utility_range
+from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, named_series, plain, privacy_key, sweep_csv,
+                        utility_range)
 from ..words import plural
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
@@ -168,27 +169,20 @@ def _store():
 # ---------------------------------------------------------------- charts
 
 
-def _series(rows: list[dict], axes: list[str]) -> list[tuple[str, list[dict]]]:
-    rows = [r for r in rows if not r["undefended"]]
-    if len(axes) < 2:
-        return [("", sorted(rows, key=lambda r: r.get(axes[0])))]
-    return [(f"{axes[1]}={v}", sorted((r for r in rows if r.get(axes[1]) == v), key=lambda r: r.get(axes[0])))
-            for v in dict.fromkeys(r.get(axes[1]) for r in rows)]
-
-
 LINE_STYLES = "solid: the attack · dashed: the federation"  # the strength chart's key to its lines
 RECOGNISABLE = "20 dB: recognisable"  # the 20 dB line's label where it fits
 
 
 def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int | None = None,
-                    char_px: int | None = None) -> go.Figure:
+                    char_px: int | None = None, base: dict | None = None) -> go.Figure:
     """Leakage (left axis) and utility (right axis) against the swept strength: where the knee is. plot_px and
     char_px: the plot's width and a label character's, where the chart is drawn (a half-width chart on a
-    laptop unless told; the presenter's spans a projector)."""
+    laptop unless told; the presenter's spans a projector). base: the sweep's scenario, which names the axes
+    in words ('noise σ (dp_sigma)', 'clip norm off')."""
     key = privacy_key(rows)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     clean = next((r for r in rows if r["undefended"]), None)
-    for i, (name, rs) in enumerate(_series(rows, axes)):
+    for i, (name, rs) in enumerate(named_series(rows, axes, base)):
         color = COLORS[i % len(COLORS)]
         xs = [r.get(axes[0]) for r in rs]
         # several series: one legend entry each, by colour (the subtitle tells solid from dashed); four entries
@@ -225,7 +219,7 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
         if y is not None:
             fig.add_hline(y=y, line=line, annotation_text=text, annotation_bgcolor=veil,
                           annotation_position=_label_place(curves, y, text, label_h, char, prefer))
-    fig.update_xaxes(title_text=axes[0], type="log" if log else None, **_strength_ticks(rows, axes[0], log))
+    fig.update_xaxes(title_text=axis_title(axes[0], base), type="log" if log else None, **_strength_ticks(rows, axes[0], log))
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False, range=[lo, hi])
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=utility_range(rows, uname),
@@ -261,7 +255,7 @@ def _curves(rows: list[dict], axes: list[str], value, log: bool) -> list[list[tu
         return []
     lo, hi = min(xs), max(xs)
     out = [[((at(r[axes[0]]) - lo) / (hi - lo) if hi > lo else 0.5, value(r)) for r in rs
-            if drawn(r.get(axes[0])) and value(r) is not None] for _, rs in _series(rows, axes)]
+            if drawn(r.get(axes[0])) and value(r) is not None] for _, rs in named_series(rows, axes)]
     return [c for c in out if c]
 
 
@@ -340,13 +334,13 @@ def _labels_fit(values: list[float], texts: list[str]) -> bool:
                             for a, b, p, q in zip(values, values[1:], texts, texts[1:]))
 
 
-def tradeoff_figure(rows: list[dict], axes: list[str]) -> go.Figure:
+def tradeoff_figure(rows: list[dict], axes: list[str], base: dict | None = None) -> go.Figure:
     """Privacy against utility: error bars over the runs, the Pareto front, the undefended point a star."""
     key = privacy_key(rows)
     usable = [r for r in rows if r.get(key) is not None and utility_of(r)[1] is not None]
     fig = go.Figure()
     front = set(pareto(usable, key))
-    for i, (name, rs) in enumerate(_series(usable, axes)):
+    for i, (name, rs) in enumerate(named_series(usable, axes, base)):
         color = COLORS[i % len(COLORS)]
         rs = [r for r in rs if r in usable]
         if not rs:
@@ -584,14 +578,15 @@ def sweep_panel(pace) -> None:
         version = (id(job), tuple((r["index"], r["runs"]) for r in rows), job.status)
         memo = st.session_state.get("t_fig_memo")
         if memo is None or memo[0] != version:
-            memo = (version, strength_figure(rows, axes, log), tradeoff_figure(rows, axes))
+            base = job.sweep.base.params
+            memo = (version, strength_figure(rows, axes, log, base=base), tradeoff_figure(rows, axes, base))
             st.session_state["t_fig_memo"] = memo
         left, right = st.columns(2)
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
         picked = right.plotly_chart(memo[2], key="t_tradeoff", on_select="rerun",
                                     selection_mode="points", config={"displayModeBar": False})
         _picked_point(rows, picked, job)
-        _strip(rows, axes)
+        _strip(rows, axes, job.sweep.base.params)
         _table(rows, axes, job)
     if (None if job.done else POLL_SECONDS) != pace:
         st.rerun()
@@ -633,7 +628,7 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
                    "the same scenario, seed and image — ready to run, so the class sees it rebuilt step by step.")
 
 
-def _strip(rows: list[dict], axes: list[str]) -> None:
+def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
     """The first image's reconstruction at every strength, in order (one row per value of a second axis):
     the picture people remember."""
     pics = [r for r in rows if r.get("thumbnail") is not None]
@@ -642,7 +637,7 @@ def _strip(rows: list[dict], axes: list[str]) -> None:
     st.subheader("The reconstruction as the defense grows")
     key = privacy_key(rows)
     clean = next((r for r in pics if r["undefended"]), None)
-    for name, series in _series(pics, axes):
+    for name, series in named_series(pics, axes, base):
         head = [("the private image", pics[0]["originals"][0])]
         if clean is not None:
             head.append((f"no defense · {_figure(clean, key)}", clean["thumbnail"][0]))
