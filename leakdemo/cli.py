@@ -8,7 +8,7 @@ import statistics
 import sys
 import time
 
-from . import catalog
+from . import catalog, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
@@ -152,13 +152,7 @@ def _summary(ev: Finished) -> str:
             f"{ev.iterations} iterations in {ev.seconds:.1f} s"
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
             + "".join(f"\n  {line}" for line in _vfl_lines(m) + _logit_lines(m))
-            + (f"\n  privacy: {_privacy_line(m)}" if m.get("privacy") else ""))
-
-
-def _privacy_line(m: dict) -> str:
-    """'ε = 3.2 (δ = 1e-05) — (ε, δ)-DP for …'; a note that already says the phrase stands alone
-    ('no formal guarantee: without clipping …', not 'no formal guarantee — no formal guarantee: …')."""
-    return m["privacy_note"] if m["privacy"] in m["privacy_note"] else f"{m['privacy']} — {m['privacy_note']}"
+            + (f"\n  privacy: {privacy.line(m)}" if m.get("privacy") else ""))
 
 
 def _logit_lines(m: dict) -> list[str]:

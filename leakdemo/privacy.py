@@ -31,6 +31,11 @@ def releases(p: dict) -> int:
     return 1
 
 
+def _named(defense: str) -> str:
+    from .catalog import defense_name  # the catalog's names: "Magnitude pruning", not "prune"
+    return defense_name(defense)
+
+
 def guarantee(p: dict) -> dict:
     """{"epsilon": float | None, "delta", "noise_multiplier", "releases", "note"}: None means no formal
     guarantee (the note says why); inf means a mechanism without noise."""
@@ -41,7 +46,7 @@ def guarantee(p: dict) -> dict:
         return {**out, "epsilon": math.inf, "note": "no defense: nothing bounds what the payload reveals"}
     if defense != "dp-gaussian":
         why = ("Laplace noise calibrated to an L2 clip has no standard (ε, δ) bound" if defense == "dp-laplace"
-               else f"{defense} is not a differentially private mechanism")
+               else f"{_named(defense)} is not a differentially private mechanism")
         return {**out, "note": f"no formal guarantee: {why}"}
     if p["dp_clip"] <= 0:
         return {**out, "note": "no formal guarantee: without clipping (dp_clip = 0) one image can move the "
@@ -88,6 +93,16 @@ def _opacus_rdp():
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
+
+
+def line(metrics: dict) -> str | None:
+    """A finished run's guarantee in one line (the CLI's summary, the Lab under its figures): 'ε = 3.2 (δ = 1e-05)
+    — (ε, δ)-DP for …'; a note that already says its phrase stands alone ('no formal guarantee: without clipping
+    …', not 'no formal guarantee — no formal guarantee: …'). None for an undefended run."""
+    phrase, note = metrics.get("privacy"), metrics.get("privacy_note") or ""
+    if not phrase:
+        return None
+    return note if phrase in note else f"{phrase} — {note}"
 
 
 def describe(g: dict) -> str:

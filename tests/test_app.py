@@ -342,6 +342,46 @@ def test_the_set_up_says_what_it_waits_for(preset, over, says):
     assert not at.exception and says in at.get("progress")[0].proto.text
 
 
+def _finished_page(over: dict):
+    """The Lab's run view for a real, finished DLG run (a few steps on a 16-px photo)."""
+    from leakdemo.dashboard.lab import run_view
+    from leakdemo.dashboard.pool import RunHandle
+    from leakdemo.events import Finished, Progress, Started
+    from leakdemo.runner import Run
+    from leakdemo.scenario import from_preset
+    s = from_preset("dlg", {"image_size": 16, "iterations": 3, "restarts": 0, **over})
+    h = RunHandle(scenario=s, status="finished", seq=1)
+    for ev in Run(s).events():
+        if isinstance(ev, Started):
+            h.started = ev
+        elif isinstance(ev, Progress):
+            h.latest = ev
+        elif isinstance(ev, Finished):
+            h.finished = ev
+    run_view(h)
+
+
+def test_a_defended_run_says_its_formal_privacy_under_its_figures():
+    """The CLI printed ε (or why there is none) for a defended run; the Lab, whose users pick the defense,
+    did not: now the same line sits under the figures — and nothing for an undefended run."""
+    def privacy_lines(over):
+        at = AppTest.from_function(_finished_page, args=(over,), default_timeout=120).run()
+        assert not at.exception, at.exception
+        assert {m.label for m in at.metric} >= {"PSNR", "SSIM", "LPIPS"}
+        return [c.value for c in at.caption if "Formal privacy" in c.value]
+
+    clipped = privacy_lines({"defense": "dp-gaussian", "dp_sigma": 1.0, "dp_clip": 4.0})
+    assert len(clipped) == 1 and "**Formal privacy:** ε = " in clipped[0] and "(δ = 1e-05) — (ε, δ)-DP for any one " \
+        "private image (Opacus RDP accountant)" in clipped[0], clipped
+    assert privacy_lines({"defense": "dp-gaussian", "dp_sigma": 1.0}) == [
+        ":material/lock: **Formal privacy:** no formal guarantee: without clipping (dp_clip = 0) one image can move "
+        "the payload without bound, so no amount of noise gives an ε"]
+    assert privacy_lines({"defense": "prune", "prune_ratio": 0.5}) == [
+        ":material/lock: **Formal privacy:** no formal guarantee: Magnitude pruning is not a differentially private "
+        "mechanism"]
+    assert privacy_lines({}) == []
+
+
 def test_the_attack_s_stage_shows_while_it_runs_and_not_after():
     """A finished PLI run still said "round 1 of 5: training the inversion network … · round 5 of 5: new logits
     arrived" under its result: the stage now rides in the progress bar while the attack runs; notes stay."""

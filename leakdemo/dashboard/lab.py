@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from .. import catalog
+from .. import catalog, privacy
 from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
 from ..device import facts
@@ -440,6 +440,9 @@ def run_view(handle) -> None:
         cols[0].metric("PSNR", f"{latest.psnr:.1f} dB")
         cols[1].metric("SSIM", f"{latest.ssim:.3f}")
         cols[2].metric("Loss", f"{latest.loss:.3g}" if latest.loss is not None else "—")
+    guarantee = privacy.line(fin.metrics) if fin is not None else None
+    if guarantee:  # what the defense guarantees formally, or why nothing: the CLI's line, under the figures
+        st.caption(f":material/lock: **Formal privacy:** {guarantee}")
     if handle.done and handle.artifacts.get("error"):
         st.caption(handle.artifacts["error"])
     elif handle.done and handle.artifacts:
