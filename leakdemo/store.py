@@ -229,6 +229,17 @@ class RunStore:
                                    "ORDER BY id DESC LIMIT 1", (key, version or code_version())).fetchone()
         return None if row is None else int(row[0])
 
+    def find_scenario(self, params: dict, device: str) -> int | None:
+        """`find` for a scenario run on `device` ('cpu' or 'cuda'). A recording (any_version: the gallery) was
+        made on another machine anyway, so it answers for the same scenario recorded on either device: a fresh
+        install with a GPU draws the gallery's CPU-recorded sweeps at once too."""
+        devices = [device] + ([d for d in ("cpu", "cuda") if d != device] if self.any_version else [])
+        for d in devices:
+            found = self.find(scenario_key(params, d))
+            if found is not None:
+                return found
+        return None
+
     def record(self, key: str, source: str, scenario: dict, started: Started, finished: Finished,
                keyframes: list[tuple[int, np.ndarray]]) -> int:
         """Keep one finished (or stopped) run; returns its id."""

@@ -392,9 +392,7 @@ def lacking_runs(sweep: Sweep) -> int:
 
 def _from_store(store, task: Task) -> dict | None:
     from .device import device_name
-    from .store import scenario_key
-    key = scenario_key(task.params, device_name(task.params["device"]))
-    run_id = store.find(key)
+    run_id = store.find_scenario(task.params, device_name(task.params["device"]))
     if run_id is None:
         return None
     stored = store.load(run_id, keyframes=False)

@@ -37,6 +37,30 @@ def test_the_gallery_ships_every_showcase_and_opens_read_only():
     assert not os.path.exists(GALLERY + "-wal")
 
 
+def test_a_machine_with_a_gpu_draws_the_gallery_s_recorded_sweeps_too(monkeypatch, tmp_path):
+    """The gallery was recorded on a CPU; where `auto` means cuda the same scenarios are found there all the
+    same (it is another machine's recording either way) — but this machine's own store keeps the devices apart."""
+    from leakdemo import device
+    from leakdemo.scenario import load
+    from leakdemo.store import RunStore, scenario_key
+    from leakdemo.sweep import Sweep, _from_store, parse_axis
+    from leakdemo.sweeps import sweeps
+
+    monkeypatch.setattr(device, "device_name", lambda choice: "cuda" if choice in ("auto", "cuda") else "cpu")
+    spec = sweeps()["sweep-dp-dlg"]
+    base = load(spec.base, spec.set)
+    g = open_gallery()
+    tasks = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds, store=g).tasks()
+    assert all(_from_store(g, t) is not None for t in tasks)
+    # a copy of one recorded run in a store of this machine's own: recorded on the CPU, not served for cuda
+    own = RunStore(str(tmp_path / "own.sqlite"))
+    found = g.find_scenario(tasks[0].params, "cpu")
+    run = g.load(found)
+    own.record(scenario_key(tasks[0].params, "cpu"), "sweep", run.scenario, run.started, run.finished, [])
+    assert own.find_scenario(tasks[0].params, "cpu") is not None
+    assert own.find_scenario(tasks[0].params, "cuda") is None
+
+
 def test_the_gallery_holds_every_run_of_every_built_in_sweep():
     """Each built-in sweep's chart draws at once on a fresh install — on the Trade-offs page and as a presenter
     scene — from the gallery's recording: every run of the sweep, with its utility, is found there (whatever

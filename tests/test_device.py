@@ -33,3 +33,18 @@ def test_a_driverless_server_knows_at_once_and_one_with_a_driver_waits_for_its_w
     assert torch_loaded == "False"
     facts, torch_loaded = server_facts([str(tmp_path)])  # a driver node exists: only torch can tell
     assert facts == "None" and torch_loaded == "False"
+
+
+def test_an_attack_computes_in_true_float32_even_where_tf32_was_switched_on():
+    """cuDNN's TF32 convolutions (its default on a GPU) stop gradient matching short of a sharp picture: the
+    device an attack runs on is resolved with TF32 off, whatever was set before."""
+    import torch
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        device.resolve_device("auto")
+        assert torch.backends.cudnn.allow_tf32 is False
+        assert torch.backends.cuda.matmul.allow_tf32 is False
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
