@@ -95,6 +95,59 @@ def test_the_packed_lbfgs_takes_torch_lbfgs_steps():
     assert torch.allclose(ours, torch_s, atol=1e-10, rtol=0), (ours - torch_s).abs().max()
 
 
+def test_a_reset_packed_lbfgs_steps_as_a_new_one():
+    """When the loop re-scales its loss or goes back to its best estimate it resets its L-BFGS in place (so a
+    GPU keeps the step's CUDA graph) instead of making a new one: every later iterate is the new one's."""
+    a = torch.linspace(0.1, 1.0, 7, dtype=torch.float64)
+
+    def run(renew):
+        x = (torch.arange(7, dtype=torch.float64) / 7 - 0.3).requires_grad_(True)
+        opt, path = _PackedLBFGS([x], 0.5), []
+
+        def closure():
+            loss = ((1 - x[:-1]) ** 2).sum() + 10 * ((x[1:] - x[:-1] ** 2) ** 2).sum() + 0.1 * (a * x * x).sum()
+            x.grad = torch.autograd.grad(loss, x)[0]
+            return loss.detach()
+        for i in range(6):
+            if i in (2, 4):
+                with torch.no_grad():
+                    x.mul_(0.9)  # the loop moved the variables (back to a best estimate, say)
+                opt = renew(opt, [x])
+            path.append(float(opt.step(closure)))
+            path += x.detach().tolist()
+        return torch.tensor(path, dtype=torch.float64)
+
+    def reset(opt, v):
+        opt.reset()
+        return opt
+    renewed = run(lambda opt, v: _PackedLBFGS(v, 0.5))
+    assert torch.allclose(run(reset), renewed, atol=1e-12, rtol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_a_captured_lbfgs_step_is_the_eager_step():
+    """On a GPU every L-BFGS step after the first replays one captured CUDA graph: its iterates are the eager
+    optimiser's, also across a restart and a move of z from outside (what the racing loop does)."""
+    from leakdemo.attacks.lbfgs import BatchedLBFGS
+    cuda = torch.device("cuda")
+    a = torch.linspace(0.1, 1.0, 6, dtype=torch.float64, device=cuda)
+
+    def objective(z):
+        z = z.detach().requires_grad_(True)
+        loss = ((1 - z[:, :-1]) ** 2).sum(1) + 10 * ((z[:, 1:] - z[:, :-1] ** 2) ** 2).sum(1) + 0.1 * (a * z * z).sum(1)
+        return loss.detach(), torch.autograd.grad(loss.sum(), z)[0]
+    starts = torch.randn(5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).to(cuda)
+    graphed, eager = BatchedLBFGS(objective, starts, lr=0.5), BatchedLBFGS(objective, starts, lr=0.5, graph=False)
+    for i in range(8):
+        if i == 5:
+            for opt in (graphed, eager):
+                opt.z.copy_(opt.z * 0.9)
+                opt.restart(torch.tensor([True, False, True, False, False], device=cuda))
+        assert torch.allclose(graphed.step(), eager.step(), atol=1e-10, rtol=0), i
+        assert torch.allclose(graphed.z, eager.z, atol=1e-10, rtol=0), i
+    assert graphed.graph_note is None and graphed._graph is not None  # it was captured, and replayed
+
+
 def test_idlg_races_its_starts_with_the_label_fixed():
     fin = list(Run(from_preset("idlg", {"image_size": 16, "iterations": 40, "trials": 2,
                                         "images": "coffee"})).events())[-1]

@@ -43,12 +43,13 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
-def compile_objective(objective: Packed, z: torch.Tensor) -> tuple[Packed, str]:
+def compile_objective(objective: Packed, z: torch.Tensor, cuda_graphs: bool = True) -> tuple[Packed, str]:
     """The compiled objective, built and checked at z, and a note for the page; or the eager objective and
-    the reason it is used. On a GPU the compiled step is captured in CUDA graphs (mode reduce-overhead)."""
+    the reason it is used. On a GPU the compiled step is captured in CUDA graphs (mode reduce-overhead) —
+    unless the caller captures a larger graph around it (cuda_graphs=False: L-BFGS captures whole steps)."""
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_dir(), "inductor"))
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found" on CPUs
-    cuda = z.device.type == "cuda"
+    cuda = z.device.type == "cuda" and cuda_graphs
     t0 = time.perf_counter()
     try:
         fast = torch.compile(objective, dynamic=False, mode="reduce-overhead" if cuda else None)

@@ -76,7 +76,8 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             variables.append(y)
         ex = [e.detach().clone().to(device).requires_grad_(True) for e in extras]
         variables += ex
-        scale = 1.0
+        scale = 1.0  # the loss's re-scaling, on the host; scale_t the same on the device (a CUDA graph reads it)
+        scale_t = torch.ones((), device=device)
 
         # restarts add a strong-Wolfe line search: slower per step, but it cannot jump into saturation
         search = "strong_wolfe" if (trial > 0 and loop != "original") else None
@@ -86,27 +87,36 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
                 return _PackedLBFGS(variables, p["lr"])
             return torch.optim.LBFGS(variables, lr=p["lr"], max_iter=20, history_size=100, line_search_fn=search)
 
+        def renewed(old):
+            """A fresh optimiser at the variables' values: the packed one forgets its history in place (its
+            CUDA graph stays valid), torch's is made anew."""
+            if isinstance(old, _PackedLBFGS):
+                old.reset()
+                return old
+            return make_optimizer()
+
         opt = make_optimizer()
         if done == 0:  # frame 0: the starting point, shown before the first (slowest) step
             yield Step(0, total, math.nan, x.detach(), fixed_list if hard is not None else y.argmax(-1).tolist(),
                        stage=COMPILING if compiling else None)
             if compiling:
                 from .racing import _objective  # racing imports this module
-                packed, compile_note = compile_objective(
-                    _objective(trial_loss, hard, shape, kn.num_classes, tuple(extras)), _pack(variables))
+                packed, compile_note = compile_objective(  # L-BFGS captures whole steps: no graphs of its own
+                    _objective(trial_loss, hard, shape, kn.num_classes, tuple(extras)), _pack(variables),
+                    cuda_graphs=False)
 
         def closure():
             if packed is not None:  # the compiled objective: value and gradient of the packed variables
                 value, grad = packed(_pack(variables))
                 at = 0
                 for v in variables:
-                    v.grad = (grad[0, at:at + v.numel()] * scale).view_as(v)
+                    v.grad = (grad[0, at:at + v.numel()] * scale_t).view_as(v)
                     at += v.numel()
-                return (value[0] * scale).detach()
+                return (value[0] * scale_t).detach()
             label = hard if hard is not None else F.softmax(y, dim=-1)
             loss = objective(x, label, ex)
             # differentiate w.r.t. the estimates only (not the model weights): saves a third of the work
-            scaled = loss * scale
+            scaled = loss * scale_t
             for v, grad in zip(variables, torch.autograd.grad(scaled, variables)):
                 v.grad = grad
             return scaled.detach()  # L-BFGS's tolerances must see the scaled loss
@@ -130,7 +140,8 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             else:
                 since_improved += 1
             labels = (hard if hard is not None else y.argmax(-1)).tolist()
-            yield Step(done, total, loss, x.detach(), labels, compile_note if done == 1 else None)
+            graph_note = opt.opt.graph_note if isinstance(opt, _PackedLBFGS) and done == 2 else None
+            yield Step(done, total, loss, x.detach(), labels, compile_note if done == 1 else graph_note)
             if loop == "original":
                 continue
             if (not finite or loss > DIVERGED * trial_min) and trial_vars is not None:
@@ -139,7 +150,8 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
                     for v, b in zip(variables, trial_vars):
                         v.copy_(b)
                 scale, prev = 1.0 / max(trial_min, 1e-30), None
-                opt = make_optimizer()
+                scale_t.fill_(scale)
+                opt = renewed(opt)
                 yield Step(done, total, trial_min, x.detach(), labels, "diverged — back to the best estimate so far")
                 continue
             if not finite:
@@ -152,7 +164,8 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             if stuck or (loss < POLISH_BELOW * first and prev is not None and 0 <= prev - loss < POLISH_RATIO * loss):
                 # L-BFGS stops on absolute tolerances; re-scaling the loss lets it continue to converge.
                 scale = 1.0 / max(loss, 1e-30)
-                opt = make_optimizer()
+                scale_t.fill_(scale)
+                opt = renewed(opt)
             prev = loss
         if reason == "budget":
             break
@@ -200,6 +213,11 @@ class _PackedLBFGS:
         loss = self.opt.step(max_iter=20)
         _unpack(self.variables, self.opt.z[0])
         return loss[0]
+
+    def reset(self) -> None:
+        """As a new optimiser at the variables' current values (tested equal): no history, a first step next."""
+        self.opt.z.copy_(_pack(self.variables))
+        self.opt.restart(torch.ones_like(self.opt.fresh))
 
 
 def _l2_to_shared_gradient(obs: Observation, kn: Knowledge, device) -> Objective:

@@ -127,15 +127,15 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]),
                f"{k} random starts racing", stage=COMPILING if compiling else None)
     note = None
-    if compiling:
-        objective, note = compile_objective(objective, z)
+    if compiling:  # without CUDA graphs of its own: each L-BFGS step is captured whole (lbfgs.py)
+        objective, note = compile_objective(objective, z, cuda_graphs=False)
     inf = torch.full((k,), math.inf, device=device)
     nan = torch.full_like(inf, math.nan)
     best_loss, best_z, first, prev = inf.clone(), z.clone(), nan.clone(), nan.clone()
     answer_loss, answer_z = inf.clone(), z.clone()  # each slot's best over every start it ran
     since = torch.zeros(k, dtype=torch.long, device=device)  # steps without a 1 % improvement
     for done in range(1, total + 1):
-        before = opt.z
+        before = opt.z.clone()  # the optimiser's tensors change in place (a CUDA graph replays into them)
         loss = opt.step() / scale  # each trial's loss at `before`
         finite = torch.isfinite(loss)
         better = finite & (loss < best_loss)
@@ -151,9 +151,9 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         # L-BFGS's absolute tolerances stop a converging trial short: re-scale its loss
         polish = ~diverged & finite & ((prev == loss) | ((loss < POLISH_BELOW * first) & (prev - loss >= 0)
                                                          & (prev - loss < POLISH_RATIO * loss)))
-        opt.z = torch.where(diverged[:, None], best_z, opt.z)
-        scale = torch.where(diverged, 1.0 / best_loss.clamp_min(1e-30),
-                            torch.where(polish, 1.0 / loss.clamp_min(1e-30), scale))
+        opt.z.copy_(torch.where(diverged[:, None], best_z, opt.z))
+        scale.copy_(torch.where(diverged, 1.0 / best_loss.clamp_min(1e-30),
+                                torch.where(polish, 1.0 / loss.clamp_min(1e-30), scale)))
         opt.restart(diverged | polish)
         prev = torch.where(diverged, nan, loss)
         # a start stuck far from zero (sigmoid saturation, typically) gives its slot to a fresh start, as the
@@ -164,15 +164,16 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         if redo:
             fresh = torch.stack([start(started + i) for i in range(len(redo))])
             started += len(redo)
-            opt.z = opt.z.index_copy(0, torch.tensor(redo, device=device), fresh)
+            opt.z.index_copy_(0, torch.tensor(redo, device=device), fresh)
             opt.restart(stalled)
-            scale = torch.where(stalled, torch.ones_like(scale), scale)
+            scale.copy_(torch.where(stalled, torch.ones_like(scale), scale))
             best_loss, first, prev = (torch.where(stalled, v, x) for v, x in ((inf, best_loss), (nan, first), (nan, prev)))
             since = torch.where(stalled, torch.zeros_like(since), since)
         shown = torch.where(finite, loss, inf)
         lead = int(torch.argmin(shown))
         yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape), labels_of(before[lead]),
-                   note if done == 1 else None, trials=before[:SHOWN, :n_x].view(-1, *shape))
+                   note if done == 1 else (opt.graph_note if done == 2 else None),
+                   trials=before[:SHOWN, :n_x].view(-1, *shape))
     winner = int(torch.argmin(answer_loss))
     if not math.isfinite(float(answer_loss[winner])):  # every step of every trial was non-finite
         yield Step(total, total, math.inf, opt.z[0, :n_x].view(shape).clamp(0, 1), None,
