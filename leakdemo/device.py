@@ -107,7 +107,7 @@ def resolve_device(choice: str):
 def exact_float32() -> None:
     """Compute in true float32 on a GPU. cuDNN's convolutions default to TF32 (a 10-bit mantissa) on Ampere
     and later: gradient matching then cannot drive its loss below TF32's rounding, and DLG on an H200 stalled
-    at 24 dB (restarting, 10–23 it/s) where the CPU reaches 53 dB. Matrix products are asked for full
+    at 24 dB where the CPU reaches 53 dB (TF32 off: 55–58 dB). Matrix products are asked for full
     float32 too (torch's default, kept whatever another library set)."""
     import torch
     torch.backends.cudnn.allow_tf32 = False
