@@ -77,7 +77,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
         ex = [e.detach().clone().to(device).requires_grad_(True) for e in extras]
         variables += ex
         scale = 1.0  # the loss's re-scaling, on the host; scale_t the same on the device (a CUDA graph reads it)
-        scale_t = torch.ones((), device=device)
+        scale_t = torch.ones((), dtype=x.dtype, device=device)
 
         # restarts add a strong-Wolfe line search: slower per step, but it cannot jump into saturation
         search = "strong_wolfe" if (trial > 0 and loop != "original") else None
