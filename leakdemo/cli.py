@@ -276,11 +276,24 @@ def _fmt(v, spec=".1f"):
     return "-" if v is None else format(v, spec)
 
 
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def bench_devices(text: str | None) -> list[str | None]:
+    """--device: one device, or several (`cpu,cuda`) to run every row on each, side by side."""
+    devices = listed(text, "--device") or [None]
+    for d in devices:
+        if d is not None and d not in DEVICES:
+            raise LeakdemoError(f"device: must be auto, cpu or cuda, or several of them (cpu,cuda); got {d!r}")
+    return devices
+
+
 def cmd_bench(args) -> int:
     import torch
     overrides = parse_sets(args.set)
-    if args.device:
-        overrides["device"] = args.device
+    devices = bench_devices(args.device)
+    if args.cpu_threads is not None and not 1 <= args.cpu_threads <= 256:
+        raise LeakdemoError(f"--cpu-threads: must be an integer in [1, 256], got {args.cpu_threads}")
     names = args.presets or [p.name for p in presets().values() if p.standard]
     image_lists = listed(args.images, "--images") or [None]
     rows = []
@@ -288,35 +301,63 @@ def cmd_bench(args) -> int:
     # machine lacks) stops the bench before its table starts, not after minutes of rows
     from .data import check_source
     from .device import device_name
-    scenarios = {(name, img): load(name, {**overrides, **({"images": img} if img else {})})
-                 for name in names for img in image_lists}
+    scenarios = {(name, img, dev): load(name, {**overrides, **({"images": img} if img else {}),
+                                               **({"device": dev} if dev else {})})
+                 for name in names for img in image_lists for dev in devices}
     for sc in scenarios.values():
         device_name(sc["device"])
         check_source(sc)
-    print(f"leakdemo bench — torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"device {overrides.get('device', 'auto')}; PSNR is standard (peak 1, images in [0, 1])")
+    resolved = [device_name(d or overrides.get("device", "auto")) for d in devices]
+    if len(set(resolved)) < len(resolved):
+        raise LeakdemoError(f"device: each device once; {args.device!r} names {resolved[0]} twice on this machine")
+    threads = torch.get_num_threads()
+    cpu_threads = args.cpu_threads or threads
+    side_by_side = len(devices) > 1
+    if side_by_side:
+        where = f"devices {', '.join(resolved)} side by side, the CPU's rows on {plural(cpu_threads, 'thread')}"
+    else:
+        where = (f"{plural(cpu_threads if resolved[0] == 'cpu' else threads, 'thread')}, "
+                 f"device {devices[0] or overrides.get('device', 'auto')}")
+    print(f"leakdemo bench — torch {torch.__version__}, {where}; PSNR is standard (peak 1, images in [0, 1])")
     w = max(16, 2 + max(map(len, names)))  # cafe-fake-gradients ran into its images column at 16
-    header = f"{'preset':<{w}}{'images':<22}{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>7}{'total s':>9}"
+    dev_col = 7 if side_by_side else 0
+    header = (f"{'preset':<{w}}{'images':<22}" + (f"{'device':<{dev_col}}" if side_by_side else "")
+              + f"{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>7}{'total s':>9}")
     print(header)
     for name in names:
         for img in image_lists:
-            sc = scenarios[name, img]
-            r = bench_one(sc)
-            # vertical FL and logit sharing take a data set, not named images: "(digits)", "(faces)"
-            r.update(preset=name, images=sc.get("images") or f"({sc.get('data') or 'seeded'})")
-            rows.append(r)
-            print(f"{name:<{w}}{r['images'][:21]:<22}{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
-                  f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{_fmt(r['lpips'], '.3f'):>7}{r['wall_s']:>9.1f}"
-                  + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}")
-                  + ("" if r["attack_accuracy"] is None else f"   attack accuracy {r['attack_accuracy']:.2f}")
-                  + ("" if r["baseline_attack_accuracy"] is None else f" (TBI {r['baseline_attack_accuracy']:.2f})"),
-                  flush=True)
-        if len(image_lists) > 1:
-            mine = [r for r in rows if r["preset"] == name]
-            t30 = [r["to_30db_s"] for r in mine if r["to_30db_s"] is not None]
-            print(f"{'':<{w}}{'median':<22}{'':>14}{'':>8}{'':>12}{_fmt(statistics.median(t30) if t30 else None):>12}"
-                  f"{statistics.median(r['psnr'] for r in mine):>10.1f}   "
-                  f"({sum(r['psnr'] >= 30 for r in mine)}/{len(mine)} reach 30 dB)")
+            for dev in devices:
+                sc = scenarios[name, img, dev]
+                where = device_name(sc["device"])
+                torch.set_num_threads(cpu_threads if where == "cpu" else threads)
+                r = bench_one(sc)
+                # vertical FL and logit sharing take a data set, not named images: "(digits)", "(faces)"
+                r.update(preset=name, images=sc.get("images") or f"({sc.get('data') or 'seeded'})", device=where)
+                rows.append(r)
+                print(f"{name:<{w}}{r['images'][:21]:<22}" + (f"{where:<{dev_col}}" if side_by_side else "")
+                      + f"{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
+                      f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{_fmt(r['lpips'], '.3f'):>7}{r['wall_s']:>9.1f}"
+                      + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}")
+                      + ("" if r["attack_accuracy"] is None else f"   attack accuracy {r['attack_accuracy']:.2f}")
+                      + ("" if r["baseline_attack_accuracy"] is None else f" (TBI {r['baseline_attack_accuracy']:.2f})"),
+                      flush=True)
+        torch.set_num_threads(threads)
+        mine = [r for r in rows if r["preset"] == name]
+        medians = {}
+        for where in dict.fromkeys(r["device"] for r in mine):
+            runs = [r for r in mine if r["device"] == where]
+            t30 = [r["to_30db_s"] for r in runs if r["to_30db_s"] is not None]
+            medians[where] = statistics.median(t30) if t30 else None
+            if len(image_lists) > 1:
+                print(f"{'':<{w}}{'median':<22}" + (f"{where:<{dev_col}}" if side_by_side else "")
+                      + f"{'':>14}{'':>8}{'':>12}{_fmt(medians[where]):>12}"
+                      f"{statistics.median(r['psnr'] for r in runs):>10.1f}   "
+                      f"({sum(r['psnr'] >= 30 for r in runs)}/{len(runs)} reach 30 dB)")
+        if medians.get("cpu") and medians.get("cuda"):
+            ratio = medians["cpu"] / medians["cuda"]
+            print(f"{'':<{w}}cuda reached 30 dB "
+                  + (f"{ratio:.1f}× sooner" if ratio >= 1 else f"{1 / ratio:.1f}× later") + " than cpu"
+                  + (" (medians)" if len(image_lists) > 1 else ""))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=2)
@@ -581,7 +622,10 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="speed and fidelity table of the standard presets on this machine")
     p.add_argument("presets", nargs="*", metavar="PRESET")
     p.add_argument("--set", action="append", metavar="NAME=VALUE")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--device", metavar="DEVICE[,DEVICE]",
+                   help="auto, cpu or cuda; several (cpu,cuda) run every row on each, side by side, and say how "
+                        "much sooner the GPU reached 30 dB")
+    p.add_argument("--cpu-threads", type=int, metavar="N", help="threads for the CPU rows (default: torch's)")
     p.add_argument("--images", help="comma-separated images: one run per image, with medians")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args(argv)
