@@ -15,7 +15,7 @@ import numpy as np
 
 from . import cancel
 from .errors import LeakdemoError, ParamError
-from .settings import LOCAL_DATA, SOURCES, local_images
+from .settings import LOCAL_DATA, SOURCES, local_images, round_images
 from .words import plural
 
 if TYPE_CHECKING:
@@ -273,7 +273,7 @@ def check_source(p: dict) -> None:
     elif protocol == "fedavg":
         count, count_name = local_images(p), LOCAL_DATA
     else:
-        count, count_name = p["batch_size"], "batch_size"
+        count, count_name = round_images(p)
     _checked_request(p, item_names(source, p), count, count_name)
 
 

@@ -76,8 +76,37 @@ def _after_defense(p: dict, who: str) -> str:
 
 def fedsgd_receives(p: dict) -> str:
     """What the server receives, in one sentence (threat card, CLI)."""
+    k = p.get("clients", 1)
+    if k > 1:
+        return (f"from each of {k} clients, apart, the gradient of the training loss on its own private batch of "
+                f"{plural(p['batch_size'], 'image')}" + _after_defense(p, "after each client's"))
     return (f"the gradient of the training loss on one private batch of {plural(p['batch_size'], 'image')}"
             + _after_defense(p, "after the client's"))
+
+
+def round_images(p: dict) -> tuple[int, str]:
+    """The private images of a FedSGD round, and what an error message calls that count."""
+    k = p.get("clients", 1)
+    return k * p["batch_size"], ("clients × batch_size" if k > 1 else "batch_size")
+
+
+CLIENT_ATTACKS = ("dlg", "idlg")  # the attacks that take every client of a FedSGD round at once
+
+
+def fedsgd_check(p: dict) -> None:
+    """Several clients in a round: DLG and iDLG attack them all at once (one start each, racing.py)."""
+    k = p.get("clients", 1)
+    if k == 1:
+        return
+    if p["attack"] not in CLIENT_ATTACKS:
+        raise ParamError("clients", f"only DLG and iDLG attack every client of a round at once; use clients=1 with "
+                         f"attack={p['attack']} (got clients={k})")
+    if p.get("loop") != "robust":
+        raise ParamError("clients", f"attacking every client at once needs loop=robust (the published loop has "
+                         f"one start); got clients={k}")
+    if p.get("trials", 1) > 1:
+        raise ParamError("clients", f"each client gets one start of its own: use trials=1 with clients={k} "
+                         f"(got trials={p['trials']})")
 
 
 # ---------------------------------------------------------------- FedAvg

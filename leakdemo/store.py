@@ -82,9 +82,17 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
+# Parameters added after runs were recorded, with the value that means "as before": a scenario at that value
+# keeps the key it had before the parameter existed, so the runs already recorded (the gallery, a user's own
+# store) are still found. (protocol, parameter) -> value.
+ADDED_LATER = {("fedsgd", "clients"): 1}
+
+
 def scenario_key(params: dict, device: str, uploads=None) -> str:
     """What makes two runs the same: every resolved parameter, where it ran, and the uploaded pixels."""
-    spec = {"params": {k: params[k] for k in sorted(params) if k != "device"}, "device": device}
+    protocol = params.get("protocol")
+    spec = {"params": {k: params[k] for k in sorted(params)
+                       if k != "device" and ADDED_LATER.get((protocol, k), ()) != params[k]}, "device": device}
     if uploads:
         spec["uploads"] = [(name, hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest(), list(a.shape))
                            for name, a in uploads]

@@ -235,6 +235,22 @@ def test_a_batch_larger_than_the_source_is_refused_before_run():
     assert at.button[0].disabled
 
 
+def test_a_round_of_clients_takes_one_photo_per_client_and_says_so():
+    at = lab(preset="dlg", clients="3", images="coffee,rocket,camera")
+    assert not [w.value for w in at.warning if w.value.startswith("Ignored from the link")]  # 3 photos for 3 clients
+    assert widget(at, "Images (the batch starts with these)").value == ["coffee", "rocket", "camera"]
+    scenario = next(c.value for c in at.caption if c.value.startswith("Scenario:"))
+    assert "DLG on LeNet, 3 clients with 1 private image each" in scenario
+    assert not at.button[0].disabled
+    widget(at, "Clients in the round").set_value(30).run()  # 30 photos wanted, scikit-image ships 23
+    assert any(e.value == "clients × batch_size: must be at most 23 for data=samples, got 30" for e in at.error)
+    assert at.button[0].disabled
+    widget(at, "Clients in the round").set_value(2).run()
+    widget(at, "Attack").set_value("invgrad").run()  # Inverting Gradients takes one client's gradient
+    assert any(e.value.startswith("clients: only DLG and iDLG attack every client") for e in at.error)
+    assert at.button[0].disabled
+
+
 def test_link_values_that_only_fit_together_are_all_accepted():
     s, ignored = state.from_query({"preset": "cafe", "n_samples": "24", "batch_size": "6"})
     assert ignored == [] and s["n_samples"] == 24 and s["batch_size"] == 6

@@ -240,6 +240,9 @@ def dlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     if obs.kind == "vfl":
         yield from _dlg_on_one_batch(obs, kn, p, device)
         return
+    if obs.context.get("clients", 1) > 1:
+        yield from _every_client(obs, kn, p, device, fixed_labels=False)
+        return
     guess = infer_labels(kn.model, obs.payload, kn.batch_size)  # the robust loop's starting label
     if p.get("trials", 1) > 1:
         from .racing import racing_matching, shared_gradient_loss
@@ -251,6 +254,9 @@ def dlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
 
 def idlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     """iDLG: the label from the last layer's gradient (exact at batch 1), then match the image only."""
+    if obs.context.get("clients", 1) > 1:
+        yield from _every_client(obs, kn, p, device, fixed_labels=True)
+        return
     labels = infer_labels(kn.model, obs.payload, kn.batch_size)
     if p.get("trials", 1) > 1:
         from .racing import racing_matching, shared_gradient_loss
@@ -258,6 +264,16 @@ def idlg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         return
     yield from gradient_matching(kn, p, device, _l2_to_shared_gradient(obs, kn, device), labels, fixed_labels=True,
                                  trial_loss=_functional(obs, kn, device, p))
+
+
+def _every_client(obs: Observation, kn: Knowledge, p: dict, device, fixed_labels: bool) -> Iterator[Step]:
+    """A round of several clients, each gradient seen apart (no secure aggregation): the server attacks them
+    all at once, one start per client in one vectorised program (racing.py), each label read off its own
+    client's gradient."""
+    from .racing import client_gradients_loss, racing_matching
+    guesses = [infer_labels(kn.model, sent, kn.batch_size) for sent in obs.payload]
+    loss, cases = client_gradients_loss(obs, kn, device)
+    yield from racing_matching(kn, p, device, loss, [], fixed_labels, clients=guesses, cases=cases)
 
 
 def _dlg_on_one_batch(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:

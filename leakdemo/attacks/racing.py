@@ -63,9 +63,25 @@ def shared_gradient_loss(obs: Observation, kn: Knowledge, device) -> TrialLoss:
     return loss
 
 
-def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, extras: tuple):
+def client_gradients_loss(obs: Observation, kn: Knowledge, device) -> tuple[TrialLoss, tuple]:
+    """DLG's and iDLG's objective when the round had several clients, each sending its own gradient: one
+    trial is one client, and its case (vmapped with it) is that client's gradient, stacked over clients."""
+    model, buffers = trial_model(kn.model.to(device))
+    weights = {n: w.detach() for n, w in model.named_parameters()}
+    cases = tuple(torch.stack([sent[i].to(device) for sent in obs.payload]) for i in range(len(obs.payload[0])))
+
+    def loss(x, label, extras, case):
+        g = functional_gradients(model, weights, buffers, x, label)
+        return sum(((a - t) ** 2).sum() for a, t in zip(g, case))
+    return loss, cases
+
+
+def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, extras: tuple,
+               cases: tuple | None = None):
     """z (K, D) -> (loss (K,), ∂loss/∂z (K, D)): one trial's loss vmapped over the trials. z holds each
-    trial's image, then (soft labels) its label logits, then the extras (DLM's scale k)."""
+    trial's image, then (soft labels) its label logits, then the extras (DLM's scale k).
+    cases: per-trial data vmapped with z (each client's gradient), passed to loss as its fourth argument;
+    then hard labels, if any, are one row per trial too."""
     n_x = math.prod(shape)
     n_y = 0 if hard is not None else shape[0] * classes
     sizes = [e.numel() for e in extras]
@@ -79,39 +95,62 @@ def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, 
             at += n
         return x, y, tuple(ex)
 
-    def one(z):
+    if cases is None:
+        def one(z):
+            x, y, ex = unpack(z)
+            return loss(x, hard if hard is not None else F.softmax(y, dim=-1), ex)
+
+        per_trial = vmap(grad_and_value(one))
+
+        def f(z):
+            gz, value = per_trial(z)
+            return value, gz
+        return f
+
+    def one_case(z, h, case):
         x, y, ex = unpack(z)
-        return loss(x, hard if hard is not None else F.softmax(y, dim=-1), ex)
+        return loss(x, h if h is not None else F.softmax(y, dim=-1), ex, case)
 
-    per_trial = vmap(grad_and_value(one))
+    per_case = vmap(grad_and_value(one_case), in_dims=(0, None if hard is None else 0, 0))
 
-    def f(z):
-        gz, value = per_trial(z)
+    def f_cases(z):
+        gz, value = per_case(z, hard, cases)
         return value, gz
-    return f
+    return f_cases
 
 
 def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess: list[int], fixed_labels: bool,
-                    extras: tuple[torch.Tensor, ...] = ()) -> Iterator[Step]:
+                    extras: tuple[torch.Tensor, ...] = (), clients: list[list[int]] | None = None,
+                    cases: tuple | None = None) -> Iterator[Step]:
     """K starts of `gradient_matching` (dlg.py) racing: loss(x, label, extras) is one trial's objective,
-    written with torch.func (see `shared_gradient_loss`); extras are further variables (DLM's k)."""
-    k, total = p["trials"], p["iterations"]
+    written with torch.func (see `shared_gradient_loss`); extras are further variables (DLM's k).
+
+    clients: one label guess per client of the round, when each client sent its own gradient (`cases`, see
+    `client_gradients_loss`): then trial i is client i's attack — one start each, a stalled start replaced by
+    that client's next — and the answer is every client's best estimate, not the best trial. Client i's
+    trial takes exactly the steps a race of one start takes on its gradient alone (tested)."""
+    each = clients is not None
+    k, total = (len(clients) if each else p["trials"]), p["iterations"]
     bs, shape, classes = kn.batch_size, (kn.batch_size, *kn.input_shape), kn.num_classes
-    hard = torch.tensor(label_guess, device=device) if fixed_labels else None
+    guesses = clients if each else [label_guess] * k
+    hard = None
+    if fixed_labels:
+        hard = torch.tensor(guesses, device=device) if each else torch.tensor(label_guess, device=device)
     n_y = 0 if hard is not None else bs * classes
 
-    def start(j: int) -> torch.Tensor:  # start j is where the sequential loop's j-th start would be
+    def start(slot: int, j: int) -> torch.Tensor:  # start j is where the sequential loop's j-th start would be
         g = torch.Generator().manual_seed(p["seed"] * 1000 + 17 + j)
         parts = [_initial_image(shape, g, "robust").flatten()]
         if hard is None:
-            parts.append(_initial_label_logits(label_guess, bs, classes, g, "robust").flatten())
+            parts.append(_initial_label_logits(guesses[slot], bs, classes, g, "robust").flatten())
         parts += [e.detach().float().flatten() for e in extras]
         return torch.cat(parts).to(device)
 
-    z = torch.stack([start(j) for j in range(k)])
-    started = k  # starts handed out so far: a stalled trial takes the next one
+    z = torch.stack([start(j, 0 if each else j) for j in range(k)])
+    attempts = [1] * k  # each client's starts so far (its next start's number)
+    started = k  # racing: starts handed out so far, a stalled trial takes the next one
     n_x = math.prod(shape)
-    objective = _objective(loss, hard, shape, classes, extras)
+    objective = _objective(loss, hard, shape, classes, extras, cases)
     scale = torch.ones(k, device=device)
 
     def scaled(z):
@@ -123,9 +162,19 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     def labels_of(zk: torch.Tensor) -> list[int]:
         return list(label_guess) if hard is not None else zk[n_x:n_x + n_y].view(bs, classes).argmax(-1).tolist()
 
+    def all_labels(zs: torch.Tensor) -> torch.Tensor:  # every client's labels, in client order (read when scored)
+        return hard.flatten() if hard is not None else zs[:, n_x:n_x + n_y].reshape(k, bs, classes).argmax(-1).flatten()
+
+    def all_images(zs: torch.Tensor) -> torch.Tensor:
+        return zs[:, :n_x].reshape(k * bs, *shape[1:])
+
     compiling = wanted(p, device, k)
-    yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]),
-               f"{k} random starts racing", stage=COMPILING if compiling else None)
+    if each:
+        yield Step(0, total, math.nan, all_images(z), all_labels(z), f"{k} clients attacked at once, one start each",
+                   stage=COMPILING if compiling else None, aligned=bs == 1)
+    else:
+        yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]),
+                   f"{k} random starts racing", stage=COMPILING if compiling else None)
     note = None
     if compiling:  # without CUDA graphs of its own: each L-BFGS step is captured whole (lbfgs.py)
         objective, note = compile_objective(objective, z, cuda_graphs=False)
@@ -162,24 +211,41 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         # the host syncs of the step: which slots stalled, and which trial leads, for the page
         redo = stalled.nonzero().flatten().tolist()
         if redo:
-            fresh = torch.stack([start(started + i) for i in range(len(redo))])
+            if each:
+                fresh = torch.stack([start(s, attempts[s]) for s in redo])
+                for s in redo:
+                    attempts[s] += 1
+            else:
+                fresh = torch.stack([start(s, started + i) for i, s in enumerate(redo)])
             started += len(redo)
             opt.z.index_copy_(0, torch.tensor(redo, device=device), fresh)
             opt.restart(stalled)
             scale.copy_(torch.where(stalled, torch.ones_like(scale), scale))
             best_loss, first, prev = (torch.where(stalled, v, x) for v, x in ((inf, best_loss), (nan, first), (nan, prev)))
             since = torch.where(stalled, torch.zeros_like(since), since)
+        if each:  # every client's current estimate; the loss is their sum (a tensor: read only when scored)
+            yield Step(done, total, torch.where(finite, loss, torch.zeros_like(loss)).sum(), all_images(before),
+                       all_labels(before), note if done == 1 else (opt.graph_note if done == 2 else None),
+                       aligned=bs == 1)
+            continue
         shown = torch.where(finite, loss, inf)
         lead = int(torch.argmin(shown))
         yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape), labels_of(before[lead]),
                    note if done == 1 else (opt.graph_note if done == 2 else None),
                    trials=before[:SHOWN, :n_x].view(-1, *shape))
+    fresh_note = f" ({plural(started - k, 'stalled start')} replaced)" if started > k else ""
+    if each:
+        lost = int((~torch.isfinite(answer_loss)).sum())
+        yield Step(total, total, torch.where(torch.isfinite(answer_loss), answer_loss, 0.0).sum(),
+                   all_images(answer_z).clamp(0, 1), all_labels(answer_z),
+                   f"kept each of the {k} clients' estimates at its lowest gradient distance{fresh_note}"
+                   + (f"; {plural(lost, 'client')} diverged at every step" if lost else ""), final=True, aligned=bs == 1)
+        return
     winner = int(torch.argmin(answer_loss))
     if not math.isfinite(float(answer_loss[winner])):  # every step of every trial was non-finite
         yield Step(total, total, math.inf, opt.z[0, :n_x].view(shape).clamp(0, 1), None,
                    f"all {k} starts diverged", final=True)
         return
-    fresh_note = f" ({plural(started - k, 'stalled start')} replaced)" if started > k else ""
     yield Step(total, total, float(answer_loss[winner]), answer_z[winner, :n_x].view(shape).clamp(0, 1),
                labels_of(answer_z[winner]), f"kept the best of {k} racing starts (start {winner + 1}), at its lowest "
                f"gradient distance{fresh_note}", final=True)

@@ -19,7 +19,7 @@ from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
 from ..device import facts
 from ..errors import LeakdemoError
-from ..settings import LOCAL_DATA, LPIPS_HELP, MODEL_NAMES
+from ..settings import LOCAL_DATA, LPIPS_HELP, MODEL_NAMES, round_images
 from ..scenario import from_dict, presets
 from ..words import plural
 from . import state
@@ -245,7 +245,7 @@ def sidebar() -> tuple:
         return s2, "device: CUDA is not available on this machine; choose auto or cpu", uploads
     need = catalog.private_images(s2)
     if uploads and len(uploads) < need:
-        what = {"fedsgd": "batch_size", "vfl": "n_samples"}.get(s2["protocol"], LOCAL_DATA)
+        what = {"fedsgd": round_images(s2)[1], "vfl": "n_samples"}.get(s2["protocol"], LOCAL_DATA)
         return s2, f"{what}: needs {plural(need, 'image')} but {len(uploads)} are uploaded", uploads
     if not uploads:
         try:
@@ -583,6 +583,8 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
             model = (MODEL_NAMES.get(scenario.get("model"), scenario.get("model"))  # "DLG on LeNet", not "on lenet"
                      or f"{scenario['workers']} {scenario['worker_model']} workers")
             what = plural(catalog.private_images(scenario), "private image")
+            if scenario.get("clients", 1) > 1 and scenario["protocol"] == "fedsgd":
+                what = f"{plural(scenario['clients'], 'client')} with {plural(scenario['batch_size'], 'private image')} each"
         defended = "" if scenario["defense"] == "none" else f", against {catalog.defense_phrase(scenario)}"
         c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}"
                    f"{defended}, {what}, {scenario['image_size']}×{scenario['image_size']} px, "

@@ -10,7 +10,7 @@ from .. import cancel
 from ..data import load_batch, training_pool
 from ..defenses import apply_defense
 from ..models import build_model
-from ..settings import MODEL_HELP
+from ..settings import MODEL_HELP, round_images
 from ..settings import fedsgd_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
 
@@ -39,23 +39,30 @@ def warm_up(model, p: dict, exclude: list[str], device) -> None:
 
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
-    batch = load_batch(p, uploads)
+    """One round. With `clients` > 1 each client sends the gradient of its own batch (the next `batch_size`
+    images) and the server sees each gradient apart, as plain FedSGD without secure aggregation does."""
+    bs, k = p["batch_size"], p["clients"]
+    batch = load_batch(p, uploads, *round_images(p))
     model = make_model(p).to(device)
     warm_up(model, p, batch.keys or [], device)
     model.train()  # the client computes its update in training mode
     x, y = batch.images.to(device), batch.labels.to(device)
-    loss = F.cross_entropy(model(x), y)
-    grads = torch.autograd.grad(loss, list(model.parameters()))
-    g = torch.Generator().manual_seed(p["seed"] + 3)
-    sent = apply_defense(p["defense"], list(grads), p, g)
+    g = torch.Generator().manual_seed(p["seed"] + 3)  # the defenses' noise, client after client
+    sent = []
+    for i in range(k):
+        loss = F.cross_entropy(model(x[i * bs:(i + 1) * bs]), y[i * bs:(i + 1) * bs])
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        sent.append(apply_defense(p["defense"], list(grads), p, g))
 
-    bs = len(y)
-    obs = Observation(kind="gradients", payload=sent, description=describe(p), context={"batch_size": bs})
+    context = {"batch_size": bs} if k == 1 else {"batch_size": bs, "clients": k}
+    obs = Observation(kind="gradients", payload=sent[0] if k == 1 else sent, description=describe(p), context=context)
     facts = [
         f"the model architecture ({MODEL_HELP[p['model']]}) and its current weights — the server sent them",
         f"the batch size ({bs}) and the image size ({p['image_size']}×{p['image_size']}, 3 channels)",
         f"the number of classes ({p['num_classes']})",
     ]
+    if k > 1:
+        facts.append(f"which of the round's {k} clients sent each gradient (they arrive apart: no secure aggregation)")
     if p["warmup_steps"]:
         facts.append(f"the weights after the model's {p['warmup_steps']} warm-up training steps (they are the current weights)")
     knowledge = Knowledge(model=copy.deepcopy(model), input_shape=tuple(x.shape[1:]), num_classes=p["num_classes"],

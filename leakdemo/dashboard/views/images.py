@@ -23,9 +23,13 @@ def images_panel(seq: int, started, originals: np.ndarray, images, per: list, fr
     if images is not None:
         show(right, ("row", seq, frame), lambda: batch_grid(images), z,
               " · ".join(f"{v:.1f} dB" for v in per[:16]) or None)
-    if len(originals) > 1 and started.scenario["params"].get("attack") == "cafe":
+    params = started.scenario["params"]
+    if len(originals) > 1 and params.get("attack") == "cafe":
         st.caption("Each reconstruction is scored against its own original: the server chose the batch "
                    "indices, so it knows which sample is which.")
+    elif len(originals) > 1 and params.get("clients", 1) > 1 and params.get("batch_size") == 1:
+        st.caption(f"One image per client, in the order the {params['clients']} clients sent their gradients: the "
+                   "server knows which client sent which, so each reconstruction is scored against its own original.")
     elif len(originals) > 1:
         st.caption("Batch reconstructions come back in any order; each is paired with its original by the "
                    "Hungarian algorithm before scoring.")

@@ -28,7 +28,9 @@ def dataset_panel(run: int, started, originals: np.ndarray, images, per: list, i
     size = originals.shape[1]
     cols, shown_cell = mosaic_layout(min(PAGE, n), size, width=640)
     cell, z = 2 * size, zoom(size, shown_cell)
-    what = "the batch DLG attacked" if ids is not None else f"all {n} training samples"
+    clients = scenario.get("clients", 1) if scenario.get("protocol") == "fedsgd" else 1
+    what = ("the batch DLG attacked" if ids is not None
+            else f"the images of all {clients} clients" if clients > 1 else f"all {n} training samples")
     left, right = titled_columns(f"Original — {what} (private, never sent)", "Reconstruction (what the server rebuilt)")
     # the same border as the framed reconstructions beside them: both mosaics the same size (the originals' was ~5 % smaller)
     show(left, ("orig", run, start, ids is None), lambda: mosaic(originals[shown], cols, cell, border=2), z)
@@ -42,6 +44,11 @@ def dataset_panel(run: int, started, originals: np.ndarray, images, per: list, i
     if ids is not None:
         st.caption(f"DLG sees one aggregated batch gradient: it cannot tell the {n} samples apart, so its "
                    "images are paired with that batch's originals by the Hungarian algorithm before scoring.")
+    elif clients > 1:
+        st.caption(f"In the order the {clients} clients sent their gradients: the server knows which client sent "
+                   "which" + (", so each reconstruction is scored against its own original." if scenario["batch_size"] == 1
+                              else "; a client's batch comes back in any order, so the reconstructions are paired "
+                              "with the originals by the Hungarian algorithm before scoring."))
     elif scenario.get("protocol") == "vfl":
         grid_rc = tile_grid(scenario["workers"])
         parts = tiles(started.originals[:1].transpose(0, 3, 1, 2), grid_rc)
