@@ -104,3 +104,8 @@ def test_many_clients_warn_what_a_cpu_will_take():
     said = " ".join(from_preset("dlg", {"clients": 64}).warnings)
     assert "clients=64" in said and "built for a GPU" in said and "~13 min" in said  # 64 × 40 ms × 300 steps
     assert not from_preset("idlg", {"clients": 8}).warnings
+
+
+def test_a_round_of_clients_is_named_where_runs_are_listed():
+    assert catalog.headline(dict(from_preset("dlg-round").params)) == "DLG on FedSGD, 8 clients"
+    assert catalog.headline(dict(from_preset("dlg").params)) == "DLG on FedSGD"
