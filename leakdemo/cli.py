@@ -268,12 +268,22 @@ def bench_one(scenario: Scenario) -> dict:
                     "wall_s": time.perf_counter() - t_start,
                     "iterations": ev.iterations, "matching_rate": ev.metrics.get("matching_rate"),
                     "attack_accuracy": ev.metrics.get("attack_accuracy"),
-                    "baseline_attack_accuracy": ev.metrics.get("baseline_attack_accuracy")}
+                    "baseline_attack_accuracy": ev.metrics.get("baseline_attack_accuracy"),
+                    "psnr_per_image": ev.metrics.get("psnr_per_image") or []}
     raise LeakdemoError("the run ended without a result")
 
 
 def _fmt(v, spec=".1f"):
     return "-" if v is None else format(v, spec)
+
+
+def _each_image(r: dict) -> str:
+    """How many of a run's images came back (a batch, a round of clients, CAFE's data set): the mean PSNR
+    hides a photo that did not. Logit sharing is judged by attack accuracy instead."""
+    per = r["psnr_per_image"]
+    if len(per) < 2 or r["attack_accuracy"] is not None:
+        return ""
+    return f"   {sum(v >= 30 for v in per)}/{len(per)} images ≥ 30 dB, lowest {min(per):.1f}"
 
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -339,7 +349,8 @@ def cmd_bench(args) -> int:
                       f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{_fmt(r['lpips'], '.3f'):>7}{r['wall_s']:>9.1f}"
                       + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}")
                       + ("" if r["attack_accuracy"] is None else f"   attack accuracy {r['attack_accuracy']:.2f}")
-                      + ("" if r["baseline_attack_accuracy"] is None else f" (TBI {r['baseline_attack_accuracy']:.2f})"),
+                      + ("" if r["baseline_attack_accuracy"] is None else f" (TBI {r['baseline_attack_accuracy']:.2f})")
+                      + _each_image(r),
                       flush=True)
         torch.set_num_threads(threads)
         mine = [r for r in rows if r["preset"] == name]

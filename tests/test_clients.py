@@ -109,3 +109,12 @@ def test_many_clients_warn_what_a_cpu_will_take():
 def test_a_round_of_clients_is_named_where_runs_are_listed():
     assert catalog.headline(dict(from_preset("dlg-round").params)) == "DLG on FedSGD, 8 clients"
     assert catalog.headline(dict(from_preset("dlg").params)) == "DLG on FedSGD"
+
+
+def test_bench_says_how_many_of_a_round_s_photos_came_back(monkeypatch, capsys):
+    from leakdemo import cli
+    monkeypatch.setenv("LEAKDEMO_STORE", "off")
+    assert cli.main(["bench", "dlg", "--set", "clients=2", "--set", "image_size=16", "--set", "iterations=40",
+                     "--set", "compile=off"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("dlg"))
+    assert "2/2 images ≥ 30 dB, lowest " in row, row
