@@ -326,6 +326,12 @@ def threat_card(s, folded: bool = False) -> None:
             c1.markdown(f"**Learning rate η = {s['local_lr']:g}:** "
                         + ("known to this attack (with the local steps and mini-batch size)." if knows else
                            "**not** known to this attack."))
+        if s["protocol"] == "fedsgd" and s.get("clients", 1) > 1:
+            k = s["clients"]
+            c1.markdown(f"**Each client apart:** no secure aggregation, so the server attacks all {k} gradients at once, "
+                        f"each against its own. Secure aggregation would show it only their sum, like one client's "
+                        f"batch of {k * s['batch_size']} — which leaks far less per image (try clients = 1, batch size = "
+                        f"{k * s['batch_size']}).")
         if s["protocol"] == "vfl":
             c1.markdown("**Batch indices:** chosen by the server every iteration (data index alignment) — "
                         + ("CAFE uses them to tell the samples apart." if s["attack"] == "cafe" else
