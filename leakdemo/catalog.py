@@ -107,6 +107,10 @@ PROTOCOLS = {
                   "server sees each gradient apart (no secure aggregation), and DLG or iDLG attacks them all "
                   "at once, one start per client in one vectorised program", low=1, high=256, group="protocol",
                   label="Clients in the round"),
+            Param("secure_aggregation", "bool", False, "the server learns only the average of the round's "
+                  "gradients, never one client's (secure aggregation): to the attack the round is one batch of "
+                  "clients × batch_size images. Needs clients ≥ 2", group="protocol", defends=True,
+                  label="Secure aggregation"),
             _WARMUP,
         ),
         payload="gradients", run=_simulation("fedsgd"), receives=settings.fedsgd_receives, paper=FEDAVG_PAPER,
@@ -610,7 +614,7 @@ def cost_warnings(p) -> list[str]:
         return [f"trials={k}: racing starts are built for a GPU. On a CPU each start adds about 3 ms to every "
                 f"evaluation of the objective (2 cores, 32 px), so {k} starts take ~{k * 3 / 1000:.1f} s per evaluation "
                 "and up to 20 evaluations per step; compiling for them takes a minute or more (Stop waits for it)"]
-    c = p.get("clients", 1) if p.get("protocol") == "fedsgd" else 1
+    c = settings.clients_apart(p)
     if c > MANY_CLIENTS:
         minutes = c * CLIENT_STEP_S * p.get("iterations", 0) / 60
         return [f"clients={c}: attacking every client at once is built for a GPU. On a CPU each client adds about "
@@ -624,9 +628,11 @@ def headline(params: dict) -> str:
     from an older store, are shown as they are)."""
     attack, protocol = str(params.get("attack", "")), str(params.get("protocol", ""))
     clients = params.get("clients", 1) if protocol == "fedsgd" else 1  # a round of several: 'DLG on FedSGD, 8 clients'
+    several = isinstance(clients, int) and clients > 1
     return (f"{ATTACKS[attack].short if attack in ATTACKS else attack} on "
             f"{PROTOCOLS[protocol].short if protocol in PROTOCOLS else protocol}"
-            + (f", {clients} clients" if isinstance(clients, int) and clients > 1 else ""))
+            + (f", {clients} clients" if several else "")
+            + (", secure aggregation" if several and params.get("secure_aggregation") else ""))
 
 
 def defense_name(defense: str) -> str:

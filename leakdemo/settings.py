@@ -77,6 +77,9 @@ def _after_defense(p: dict, who: str) -> str:
 def fedsgd_receives(p: dict) -> str:
     """What the server receives, in one sentence (threat card, CLI)."""
     k = p.get("clients", 1)
+    if k > 1 and p.get("secure_aggregation"):
+        return (f"only the average of {k} clients' gradients (secure aggregation), each of the training loss on its "
+                f"own private batch of {plural(p['batch_size'], 'image')}" + _after_defense(p, "after each client's"))
     if k > 1:
         return (f"from each of {k} clients, apart, the gradient of the training loss on its own private batch of "
                 f"{plural(p['batch_size'], 'image')}" + _after_defense(p, "after each client's"))
@@ -93,10 +96,21 @@ def round_images(p: dict) -> tuple[int, str]:
 CLIENT_ATTACKS = ("dlg", "idlg")  # the attacks that take every client of a FedSGD round at once
 
 
+def clients_apart(p: dict) -> int:
+    """How many clients' gradients a FedSGD server sees one by one: clients, or 1 under secure aggregation
+    (then it sees one average, as one batch)."""
+    k = p.get("clients", 1) if p.get("protocol", "fedsgd") == "fedsgd" else 1
+    return 1 if p.get("secure_aggregation") else k
+
+
 def fedsgd_check(p: dict) -> None:
-    """Several clients in a round: DLG and iDLG attack them all at once (one start each, racing.py)."""
+    """Several clients in a round: DLG and iDLG attack them all at once (one start each, racing.py); under
+    secure aggregation any FedSGD attack takes their average as one batch."""
     k = p.get("clients", 1)
-    if k == 1:
+    if p.get("secure_aggregation") and k == 1:
+        raise ParamError("secure_aggregation", "needs clients ≥ 2: the average of one client's gradient is that "
+                         "gradient (got clients=1)")
+    if clients_apart(p) == 1:
         return
     if p["attack"] not in CLIENT_ATTACKS:
         raise ParamError("clients", f"only DLG and iDLG attack every client of a round at once; use clients=1 with "

@@ -85,7 +85,7 @@ def code_version() -> str:
 # Parameters added after runs were recorded, with the value that means "as before": a scenario at that value
 # keeps the key it had before the parameter existed, so the runs already recorded (the gallery, a user's own
 # store) are still found. (protocol, parameter) -> value.
-ADDED_LATER = {("fedsgd", "clients"): 1}
+ADDED_LATER = {("fedsgd", "clients"): 1, ("fedsgd", "secure_aggregation"): False}
 
 
 def scenario_key(params: dict, device: str, uploads=None) -> str:

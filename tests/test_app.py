@@ -243,6 +243,7 @@ def test_a_round_of_clients_takes_one_photo_per_client_and_says_so():
     assert "DLG on LeNet, 3 clients with 1 private image each" in scenario
     card = " ".join(m.value for m in at.markdown)
     assert "from each of 3 clients, apart" in card and "Secure aggregation would show it only their sum" in card
+    assert any("Secure aggregation off" in c.value for c in at.caption)  # the protocol's knobs that defend
     assert not at.button[0].disabled
     widget(at, "Clients in the round").set_value(30).run()  # 30 photos wanted, scikit-image ships 23
     assert any(e.value == "clients × batch_size: must be at most 23 for data=samples, got 30" for e in at.error)

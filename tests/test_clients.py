@@ -93,11 +93,13 @@ def test_a_round_of_clients_refuses_what_it_cannot_do(extra, says):
 
 
 def test_a_round_of_one_keeps_the_key_its_runs_were_recorded_under():
-    """`clients` came after the gallery was recorded: at 1 a FedSGD scenario's key is what it was."""
+    """`clients` and `secure_aggregation` came after the gallery was recorded: at 1 and off a FedSGD scenario's
+    key is what it was."""
     params = dict(from_preset("dlg").params)
-    before = {k: v for k, v in params.items() if k != "clients"}
+    before = {k: v for k, v in params.items() if k not in ("clients", "secure_aggregation")}
     assert scenario_key(params, "cpu") == scenario_key(before, "cpu")
     assert scenario_key({**params, "clients": 2}, "cpu") != scenario_key(before, "cpu")
+    assert scenario_key({**params, "secure_aggregation": False}, "cpu") == scenario_key(before, "cpu")
 
 
 def test_many_clients_warn_what_a_cpu_will_take():
@@ -118,3 +120,25 @@ def test_bench_says_how_many_of_a_round_s_photos_came_back(monkeypatch, capsys):
                      "--set", "compile=off"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("dlg"))
     assert "2/2 images ≥ 30 dB, lowest " in row, row
+
+
+def test_secure_aggregation_shows_the_server_one_batch_of_the_whole_round():
+    """The average of three one-image gradients is the gradient of the three images as one batch: what the
+    server learns under secure aggregation, with nothing to say which client sent what."""
+    obs, kn, truth = _round(3, secure_aggregation=True, images="coffee,rocket,camera")
+    batch, kn_batch, truth_batch = _round(1, batch_size=3, images="coffee,rocket,camera")
+    assert obs.context == {"batch_size": 3} and kn.batch_size == 3
+    assert all(torch.allclose(a, b, atol=1e-6, rtol=1e-4) for a, b in zip(obs.payload, batch.payload))
+    assert torch.equal(truth.images, truth_batch.images)
+    assert any("only the average of the round's 3 gradients" in f for f in kn.facts)
+    assert not any("which of the round's" in f for f in kn.facts)
+
+
+def test_secure_aggregation_takes_any_fedsgd_attack_and_needs_several_clients():
+    assert from_preset("invgrad", {"clients": 3, "secure_aggregation": True})["clients"] == 3
+    with pytest.raises(ParamError) as e:
+        from_preset("dlg", {"secure_aggregation": True})
+    assert str(e.value).startswith("secure_aggregation: needs clients ≥ 2"), str(e.value)
+    assert catalog.headline({"attack": "dlg", "protocol": "fedsgd", "clients": 4, "secure_aggregation": True}) == \
+        "DLG on FedSGD, 4 clients, secure aggregation"
+    assert not from_preset("dlg", {"clients": 64, "secure_aggregation": True}).warnings  # one batch: no per-client cost

@@ -326,7 +326,12 @@ def threat_card(s, folded: bool = False) -> None:
             c1.markdown(f"**Learning rate η = {s['local_lr']:g}:** "
                         + ("known to this attack (with the local steps and mini-batch size)." if knows else
                            "**not** known to this attack."))
-        if s["protocol"] == "fedsgd" and s.get("clients", 1) > 1:
+        if s["protocol"] == "fedsgd" and s.get("clients", 1) > 1 and s.get("secure_aggregation"):
+            k = s["clients"]
+            c1.markdown(f"**Secure aggregation:** the server learns only the average of the {k} gradients — to the "
+                        f"attack, one batch of {k * s['batch_size']} images, which leaks far less per image than each "
+                        "client's gradient apart (turn it off to see).")
+        elif s["protocol"] == "fedsgd" and s.get("clients", 1) > 1:
             k = s["clients"]
             c1.markdown(f"**Each client apart:** no secure aggregation, so the server attacks all {k} gradients at once, "
                         f"each against its own. Secure aggregation would show it only their sum, like one client's "
@@ -342,7 +347,8 @@ def threat_card(s, folded: bool = False) -> None:
                            "on classes only that client has seen." if s["attack"] == "pli" else
                            "TBI inverts the client logits alone."))
         c2.markdown("**Assumed to know:**\n" + "\n".join(f"- {k}" for k in attack.knowledge))
-        knobs = [f"{p.title} = {s[p.name]:g}" if isinstance(s[p.name], float) else f"{p.title} = {s[p.name]}"
+        knobs = [f"{p.title} {'on' if s[p.name] else 'off'}" if isinstance(s[p.name], bool)
+                 else f"{p.title} = {s[p.name]:g}" if isinstance(s[p.name], float) else f"{p.title} = {s[p.name]}"
                  for p in protocol.params if p.defends]  # as the sidebar names them ("Batch size", not batch_size)
         st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
     for w in s.warnings:

@@ -47,6 +47,8 @@ def setup_line(p: dict) -> str:
         doing = f"{p.get('workers')} workers take their tiles of the {p.get('n_samples')} samples"
     elif p.get("protocol") == "fedavg":
         doing = "the client trains on its private data and sends its new weights"
+    elif p.get("clients", 1) > 1:
+        doing = f"{p['clients']} clients compute their gradients on their private batches"
     else:
         doing = "the client computes its gradient on its private batch"
     if p.get("warmup_steps"):

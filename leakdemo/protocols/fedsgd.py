@@ -54,14 +54,21 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
         grads = torch.autograd.grad(loss, list(model.parameters()))
         sent.append(apply_defense(p["defense"], list(grads), p, g))
 
-    context = {"batch_size": bs} if k == 1 else {"batch_size": bs, "clients": k}
-    obs = Observation(kind="gradients", payload=sent[0] if k == 1 else sent, description=describe(p), context=context)
-    facts = [
-        f"the model architecture ({MODEL_HELP[p['model']]}) and its current weights — the server sent them",
+    facts = [f"the model architecture ({MODEL_HELP[p['model']]}) and its current weights — the server sent them"]
+    if k > 1 and p["secure_aggregation"]:
+        # the server learns the average alone: the gradient of one batch of k × bs images (the mean loss)
+        payload = [torch.stack(ts).mean(0) for ts in zip(*sent)]
+        bs, context = k * bs, {"batch_size": k * bs}
+        facts.append(f"only the average of the round's {k} gradients (secure aggregation): a batch of {bs} images "
+                     "as far as it can tell")
+    else:
+        payload, context = (sent[0], {"batch_size": bs}) if k == 1 else (sent, {"batch_size": bs, "clients": k})
+    obs = Observation(kind="gradients", payload=payload, description=describe(p), context=context)
+    facts += [
         f"the batch size ({bs}) and the image size ({p['image_size']}×{p['image_size']}, 3 channels)",
         f"the number of classes ({p['num_classes']})",
     ]
-    if k > 1:
+    if k > 1 and not p["secure_aggregation"]:
         facts.append(f"which of the round's {k} clients sent each gradient (they arrive apart: no secure aggregation)")
     if p["warmup_steps"]:
         facts.append(f"the weights after the model's {p['warmup_steps']} warm-up training steps (they are the current weights)")

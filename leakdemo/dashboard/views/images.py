@@ -5,6 +5,7 @@ import numpy as np
 import streamlit as st
 
 from ...artifacts import mosaic, psnr_color
+from ...settings import clients_apart
 from ..pictures import batch_grid, batch_zoom, show, titled_columns
 
 ROW_KEY = "ld_row"
@@ -27,7 +28,7 @@ def images_panel(seq: int, started, originals: np.ndarray, images, per: list, fr
     if len(originals) > 1 and params.get("attack") == "cafe":
         st.caption("Each reconstruction is scored against its own original: the server chose the batch "
                    "indices, so it knows which sample is which.")
-    elif len(originals) > 1 and params.get("clients", 1) > 1 and params.get("batch_size") == 1:
+    elif len(originals) > 1 and clients_apart(params) > 1 and params.get("batch_size") == 1:
         st.caption(f"One image per client, in the order the {params['clients']} clients sent their gradients: the "
                    "server knows which client sent which, so each reconstruction is scored against its own original.")
     elif len(originals) > 1:

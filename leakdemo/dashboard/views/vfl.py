@@ -44,6 +44,10 @@ def dataset_panel(run: int, started, originals: np.ndarray, images, per: list, i
     if ids is not None:
         st.caption(f"DLG sees one aggregated batch gradient: it cannot tell the {n} samples apart, so its "
                    "images are paired with that batch's originals by the Hungarian algorithm before scoring.")
+    elif clients > 1 and scenario.get("secure_aggregation"):
+        st.caption(f"The server saw only the average of the {clients} clients' gradients (secure aggregation): its "
+                   "reconstructions come back in any order, so each is paired with an original by the Hungarian "
+                   "algorithm before scoring.")
     elif clients > 1:
         st.caption(f"In the order the {clients} clients sent their gradients: the server knows which client sent "
                    "which" + (", so each reconstruction is scored against its own original." if scenario["batch_size"] == 1
