@@ -40,7 +40,8 @@ def warm_up(model, p: dict, exclude: list[str], device) -> None:
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
     """One round. With `clients` > 1 each client sends the gradient of its own batch (the next `batch_size`
-    images) and the server sees each gradient apart, as plain FedSGD without secure aggregation does."""
+    images) and the server sees each gradient apart, as plain FedSGD does — or, under secure aggregation, only
+    their average."""
     bs, k = p["batch_size"], p["clients"]
     batch = load_batch(p, uploads, *round_images(p))
     model = make_model(p).to(device)
