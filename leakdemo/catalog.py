@@ -627,7 +627,7 @@ def headline(params: dict) -> str:
     """'DLM+ on FedAvg' for a run's parameters — the names a page sets above a run (codes it does not know,
     from an older store, are shown as they are)."""
     attack, protocol = str(params.get("attack", "")), str(params.get("protocol", ""))
-    clients = params.get("clients", 1) if protocol == "fedsgd" else 1  # a round of several: 'DLG on FedSGD, 8 clients'
+    clients = settings.round_clients(params)  # a round of several: 'DLG on FedSGD, 8 clients'
     several = isinstance(clients, int) and clients > 1
     return (f"{ATTACKS[attack].short if attack in ATTACKS else attack} on "
             f"{PROTOCOLS[protocol].short if protocol in PROTOCOLS else protocol}"

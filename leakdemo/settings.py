@@ -96,11 +96,16 @@ def round_images(p: dict) -> tuple[int, str]:
 CLIENT_ATTACKS = ("dlg", "idlg")  # the attacks that take every client of a FedSGD round at once
 
 
+def round_clients(p: dict) -> int:
+    """The clients of a FedSGD round (1 for other protocols, whose `clients` — logit sharing's — is another
+    setting, and for runs recorded before rounds had several)."""
+    return p.get("clients", 1) if p.get("protocol", "fedsgd") == "fedsgd" else 1
+
+
 def clients_apart(p: dict) -> int:
     """How many clients' gradients a FedSGD server sees one by one: clients, or 1 under secure aggregation
     (then it sees one average, as one batch)."""
-    k = p.get("clients", 1) if p.get("protocol", "fedsgd") == "fedsgd" else 1
-    return 1 if p.get("secure_aggregation") else k
+    return 1 if p.get("secure_aggregation") else round_clients(p)
 
 
 def fedsgd_check(p: dict) -> None:

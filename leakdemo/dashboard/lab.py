@@ -19,7 +19,7 @@ from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
 from ..device import facts
 from ..errors import LeakdemoError
-from ..settings import LOCAL_DATA, LPIPS_HELP, MODEL_NAMES, round_images
+from ..settings import LOCAL_DATA, LPIPS_HELP, MODEL_NAMES, round_clients, round_images
 from ..scenario import from_dict, presets
 from ..words import plural
 from . import state
@@ -326,17 +326,16 @@ def threat_card(s, folded: bool = False) -> None:
             c1.markdown(f"**Learning rate η = {s['local_lr']:g}:** "
                         + ("known to this attack (with the local steps and mini-batch size)." if knows else
                            "**not** known to this attack."))
-        if s["protocol"] == "fedsgd" and s.get("clients", 1) > 1 and s.get("secure_aggregation"):
-            k = s["clients"]
+        k = round_clients(s)
+        if k > 1 and s.get("secure_aggregation"):
             c1.markdown(f"**Secure aggregation:** the server learns only the average of the {k} gradients — to the "
                         f"attack, one batch of {k * s['batch_size']} images, which leaks far less per image than each "
                         "client's gradient apart (turn it off to see).")
-        elif s["protocol"] == "fedsgd" and s.get("clients", 1) > 1:
-            k = s["clients"]
+        elif k > 1:
             c1.markdown(f"**Each client apart:** no secure aggregation, so the server attacks all {k} gradients at once, "
                         f"each against its own. Secure aggregation would show it only their sum, like one client's "
-                        f"batch of {k * s['batch_size']} — which leaks far less per image (try clients = 1, batch size = "
-                        f"{k * s['batch_size']}).")
+                        f"batch of {k * s['batch_size']} — which leaks far less per image (switch *Secure aggregation* "
+                        "on to see).")
         if s["protocol"] == "vfl":
             c1.markdown("**Batch indices:** chosen by the server every iteration (data index alignment) — "
                         + ("CAFE uses them to tell the samples apart." if s["attack"] == "cafe" else
@@ -595,7 +594,7 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
             model = (MODEL_NAMES.get(scenario.get("model"), scenario.get("model"))  # "DLG on LeNet", not "on lenet"
                      or f"{scenario['workers']} {scenario['worker_model']} workers")
             what = plural(catalog.private_images(scenario), "private image")
-            if scenario.get("clients", 1) > 1 and scenario["protocol"] == "fedsgd":
+            if round_clients(scenario) > 1:
                 what = f"{plural(scenario['clients'], 'client')} with {plural(scenario['batch_size'], 'private image')} each"
         defended = "" if scenario["defense"] == "none" else f", against {catalog.defense_phrase(scenario)}"
         c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}"

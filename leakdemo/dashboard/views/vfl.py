@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ...artifacts import grid, mosaic, mosaic_layout, psnr_color
-from ...settings import tile_grid, tiles
+from ...settings import round_clients, tile_grid, tiles
 from ..axes import log_axis
 from ..pictures import RECON_COLOR, show, titled_columns, zoom
 
@@ -28,7 +28,7 @@ def dataset_panel(run: int, started, originals: np.ndarray, images, per: list, i
     size = originals.shape[1]
     cols, shown_cell = mosaic_layout(min(PAGE, n), size, width=640)
     cell, z = 2 * size, zoom(size, shown_cell)
-    clients = scenario.get("clients", 1) if scenario.get("protocol") == "fedsgd" else 1
+    clients = round_clients(scenario)
     what = ("the batch DLG attacked" if ids is not None
             else f"the images of all {clients} clients" if clients > 1 else f"all {n} training samples")
     left, right = titled_columns(f"Original — {what} (private, never sent)", "Reconstruction (what the server rebuilt)")
