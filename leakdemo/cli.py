@@ -487,7 +487,7 @@ def cmd_sweep(args) -> int:
     address = args.address or os.environ.get("LEAKDEMO_RAY_ADDRESS") or None
     backend = args.backend or ("ray" if args.address else "local")
     sweep = Sweep(base, axes, seeds=seeds, images=image_list, store=open_store(), fresh=args.fresh,
-                  backend=backend, workers=args.workers, ray_address=address)
+                  backend=backend, workers=args.workers, ray_address=address, batch=args.batch)
     tty = sys.stderr.isatty()
     rows, status, total_s = [], "finished", 0.0
     try:
@@ -497,7 +497,9 @@ def cmd_sweep(args) -> int:
             if isinstance(ev, SweepStarted):
                 if not args.jsonl:
                     print(f"{title}: {len(ev.points)} points × {plural(seeds, 'seed')} × {plural(len(image_list or [1]), 'image')} = "
-                          f"{ev.runs} runs, {ev.cached} from the run store, backend {ev.backend}", file=sys.stderr)
+                          f"{ev.runs} runs, {ev.cached} from the run store, backend {ev.backend}"
+                          + (f"; attacked as {plural(ev.programs, 'program')} of up to {ev.batch} runs (--batch 1: "
+                             f"each run alone)" if ev.batch > 1 else ""), file=sys.stderr)
             elif isinstance(ev, (PointDone, RunDone)) and not args.jsonl:
                 bar = f"[{'#' * int(28 * ev.done_runs / max(ev.total_runs, 1)):<28}] {ev.done_runs}/{ev.total_runs} runs" \
                       f"  {ev.seconds:5.1f}s  ETA {_eta(ev.eta)}"
@@ -616,6 +618,9 @@ def main(argv=None) -> int:
     p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")
     p.add_argument("--address", help="the Ray cluster to use (default $LEAKDEMO_RAY_ADDRESS, else a local Ray)")
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    p.add_argument("--batch", type=int, help="DLG/iDLG runs that differ only in seed, image and defense strength "
+                   "attacked as one vectorised program, at most this many (default: chosen from the sweep's size, "
+                   "the workers and the device; 1 = each run alone)")
     p = sub.add_parser("record-gallery", help="record the built-in showcases and sweeps (assets/gallery.sqlite) anew")
     p.add_argument("--out", metavar="FILE", help="write them here instead")
     p.add_argument("--sweeps-only", dest="sweeps_only", action="store_true",

@@ -70,8 +70,11 @@ class Run:
     identical scenario already recorded by this code version is replayed from it instead of computed."""
 
     def __init__(self, scenario: Scenario, uploads: list[tuple[str, np.ndarray]] | None = None, stop_event=None,
-                 store=None, fresh: bool = False, source: str = "cli"):
+                 store=None, fresh: bool = False, source: str = "cli", prepared: tuple | None = None):
+        """prepared: (observation, knowledge, ground truth, the attack's steps) when the case was set up and
+        the attack started elsewhere — several runs attacked as one program (together.py)."""
         self.scenario = scenario
+        self.prepared = prepared
         self.uploads = uploads
         self._stop = stop_event if stop_event is not None else threading.Event()  # any object with set/is_set
         self.keyframes = Thinned(MAX_KEYFRAMES)
@@ -137,9 +140,12 @@ class Run:
         attack = catalog.ATTACKS[p["attack"]]
         try:  # Stop reaches the set-up too: a warm-up or a federation's rounds check it (cancel.py)
             with cancel.watching(self._stop):
-                obs, kn, truth = protocol.run(p, device, self.uploads)
-                kn = kn.restricted(attack.needs)  # e.g. DLM is not told the client's learning rate
-                steps = attack.run(obs, kn, p, device)
+                if self.prepared is not None:
+                    obs, kn, truth, steps = self.prepared
+                else:
+                    obs, kn, truth = protocol.run(p, device, self.uploads)
+                    kn = kn.restricted(attack.needs)  # e.g. DLM is not told the client's learning rate
+                    steps = attack.run(obs, kn, p, device)
                 first = next(steps)  # the attack's first step happens before `Started`, so the first frame is real
         except cancel.Cancelled:
             yield Failed(STOPPED_IN_SETUP)

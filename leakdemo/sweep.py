@@ -9,7 +9,8 @@ federation, on held-out data) and formal privacy (ε where a DP mechanism exists
 
 Each run of a point is a trial: looked up in the run store first (an identical run of the same code
 version costs nothing), else computed in local worker processes or as Ray tasks; results come back to
-this process, which alone writes the store.
+this process, which alone writes the store. Runs that differ only in seed, photo and defense strength (DLG
+and iDLG on FedSGD) go to a worker together and are attacked as one vectorised program (together.py).
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ from .errors import LeakdemoError, ParamError
 from .scenario import Scenario, resolve
 
 MAX_POINTS = 64
+MAX_BATCH = 256  # runs attacked as one program, at most (--batch)
+# runs per program when the sweep chooses: enough to pay (4 runs cost 1.9× one on 2 CPU cores), few enough that
+# each worker reports at least ~3 times (points stream in as programs finish), more on a GPU
+AUTO_BATCH = {"cpu": 8, "cuda": 64}
+REPORTS_PER_WORKER = 3
 RECOGNISABLE_DB = 20.0  # PSNR from which a reconstruction counts as recognisable
 LOGIT_PROTOCOLS = catalog.LOGIT_PROTOCOLS
 
@@ -122,6 +128,8 @@ class SweepStarted:
     runs: int
     cached: int
     backend: str
+    programs: int = 0  # what the runs to compute go out as: a run alone, or runs attacked as one program (Batch)
+    batch: int = 1  # runs per program, at most
     event: str = "started"
 
 
@@ -169,12 +177,65 @@ class Task:
     with_utility: bool
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Runs of a sweep attacked as one program (together.py): one worker computes them, each comes back as
+    its own result, as a Task's does."""
+    tasks: tuple[Task, ...]
+
+    @property
+    def params(self) -> dict:  # what a worker pool needs to queue it: the first run's scenario
+        return self.tasks[0].params
+
+    @property
+    def preset(self) -> str:
+        return self.tasks[0].preset
+
+
+def unit_tasks(unit: Task | Batch) -> tuple[Task, ...]:
+    return unit.tasks if isinstance(unit, Batch) else (unit,)
+
+
+def failed(unit: Task | Batch, message: str) -> list[dict]:
+    """A unit that never answered: each of its runs fails with the same line, the sweep goes on."""
+    return [{"point": t.point, "run": {"seed": t.seed, "image": t.image, "error": message}} for t in unit_tasks(unit)]
+
+
+def batched(tasks: list[Task], size: int) -> list[Task | Batch]:
+    """The tasks as units of work: runs that can share one program (together.py) in batches of up to `size`,
+    each unit placed where its first run was, so points still come roughly in order."""
+    from .together import can_share, share_key
+    if size <= 1:
+        return list(tasks)
+    groups: dict[tuple, list[Task]] = {}
+    order: list = []
+    for t in tasks:
+        if not can_share(t.params):
+            order.append(t)
+            continue
+        key = share_key(t.params)
+        group = groups.setdefault(key, [])
+        if len(group) % size == 0:
+            order.append((key, len(group) // size))  # a new batch starts here
+        group.append(t)
+    out = []
+    for item in order:
+        if isinstance(item, Task):
+            out.append(item)
+            continue
+        key, i = item
+        chunk = tuple(groups[key][i * size:(i + 1) * size])
+        out.append(chunk[0] if len(chunk) == 1 else Batch(chunk))
+    return out
+
+
 class Sweep:
     def __init__(self, base: Scenario, axes: list[Axis], seeds: int = 1, images: list[str] | None = None,
                  store=None, fresh: bool = False, backend: str = "local", workers: int | None = None,
-                 ray_address: str | None = None, runner=None):
-        """`runner(tasks, stop) -> iterator of results` replaces the backend (the dashboard hands its
-        shared worker pool in)."""
+                 ray_address: str | None = None, runner=None, batch: int | None = None):
+        """`runner(units, stop) -> iterator of results` replaces the backend (the dashboard hands its
+        shared worker pool in); a unit is a Task or a Batch (`run_unit`). batch: runs attacked as one program,
+        at most (None: chosen from the sweep's size, the workers and the device; 1: each run alone)."""
         if not axes:
             raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N")
         if len(axes) > 2:
@@ -187,13 +248,15 @@ class Sweep:
             raise ParamError("images", f"give 1 to 16 images, got {len(images)}")
         if workers is not None and not 1 <= workers <= 64:
             raise ParamError("workers", f"must be an integer in [1, 64], got {workers}")
+        if batch is not None and not 1 <= batch <= MAX_BATCH:
+            raise ParamError("batch", f"must be an integer in [1, {MAX_BATCH}], got {batch}")
         if backend not in ("local", "ray"):
             raise ParamError("backend", f"must be one of local, ray; got {backend!r}")
         if backend == "ray" and ray_address:
             check_ray_address(ray_address)
         self.base, self.axes, self.store, self.fresh = base, axes, store, fresh
         self.seeds, self.images = _seeds(base, seeds), images or [None]
-        self.backend, self.ray_address, self.runner = backend, ray_address, runner
+        self.backend, self.ray_address, self.runner, self.batch = backend, ray_address, runner, batch
         self.workers = workers or max(1, (os.cpu_count() or 1))
         self._stop = threading.Event()
         self.points = self._grid()
@@ -264,6 +327,14 @@ class Sweep:
                     out.append(Task(point.index, seed, image, dict(sc.params), sc.preset, with_utility=j == 0))
         return out
 
+    def batch_size(self, runs: int) -> int:
+        """Runs per program: as asked, else as many as keep every worker reporting a few times (AUTO_BATCH)."""
+        if self.batch is not None:
+            return self.batch
+        from .device import device_name
+        cap = AUTO_BATCH.get(device_name(self.base["device"]), AUTO_BATCH["cpu"])
+        return max(1, min(cap, math.ceil(runs / (self.workers * REPORTS_PER_WORKER))))
+
     def events(self) -> Iterator:
         t0 = time.perf_counter()
         tasks = self.tasks()
@@ -271,7 +342,10 @@ class Sweep:
         for task in tasks:  # what the store holds is not computed again
             found = None if (self.store is None or self.fresh) else _from_store(self.store, task)
             (results if found is not None else todo).append(found if found is not None else task)
-        yield SweepStarted([self._row(p) for p in self.points], len(tasks), len(results), self.backend)
+        size = self.batch_size(len(todo))
+        units = batched(todo, size)
+        yield SweepStarted([self._row(p) for p in self.points], len(tasks), len(results), self.backend, len(units),
+                           max((len(unit_tasks(u)) for u in units), default=1))
         remaining = {p.index: sum(1 for t in tasks if t.point == p.index) for p in self.points}
         done, total = 0, len(tasks)
         reported = set()
@@ -295,10 +369,10 @@ class Sweep:
         status = "finished"
         if todo:
             if self.runner is not None:
-                results_in = self.runner(todo, self._stop)
+                results_in = self.runner(units, self._stop)
             else:
                 backend = _run_local if self.backend == "local" else _run_ray
-                results_in = backend(todo, self.workers, self._stop, self.ray_address)
+                results_in = backend(units, self.workers, self._stop, self.ray_address)
             t_compute = time.perf_counter()
             for res in results_in:
                 if res.get("record") is not None and self.store is not None:
@@ -332,19 +406,46 @@ class Sweep:
 # ---------------------------------------------------------------- one run, anywhere
 
 
+def run_unit(unit: Task | Batch, stop_event=None) -> list[dict]:
+    """Run a Task, or a Batch's runs as one program; one result per run (see `run_task`). A top-level
+    function: local worker processes, Ray tasks and the dashboard's workers call it."""
+    if isinstance(unit, Task):
+        return [run_task(unit, stop_event)]
+    from . import cancel
+    from .runner import STOPPED_IN_SETUP
+    from .together import prepare, side_by_side
+    stop = stop_event if stop_event is not None else threading.Event()
+    try:
+        runs = prepare([Scenario(t.params, t.preset) for t in unit.tasks], stop)
+    except cancel.Cancelled:
+        return failed(unit, STOPPED_IN_SETUP)
+    except LeakdemoError as e:
+        return failed(unit, str(e))
+    results = [_result(t, run, events) for t, run, events in zip(unit.tasks, runs, side_by_side(runs))]
+    for r in results:  # each run lasted the whole program; the point's compute time counts it once
+        if r["run"].get("seconds") is not None:
+            r["run"]["seconds"] = round(r["run"]["seconds"] / len(results), 3)
+    return results
+
+
 def run_task(task: Task, stop_event=None) -> dict:
-    """Run one (point, seed, image) with no store; returns its scored result and what the store keeps.
-    A top-level function: local worker processes, Ray tasks and the dashboard's workers call it."""
-    from .events import Failed, Finished, Started
+    """Run one (point, seed, image) with no store; returns its scored result and what the store keeps."""
     from .runner import Run
-    from .scenario import Scenario
-    from .store import _thin, keyframe_cap, scenario_key
-    from .device import device_name
     sc = Scenario(task.params, task.preset)
     run = Run(sc, source="sweep", stop_event=stop_event)
+    return _result(task, run, run.events())
+
+
+def _result(task: Task, run, events) -> dict:
+    """A run's events as the sweep's result: scored, with the record the store keeps and (for the first image
+    of a seed) the federation's utility."""
+    from .events import Failed, Finished, Started
+    from .store import _thin, keyframe_cap, scenario_key
+    from .device import device_name
+    sc = run.scenario
     started = finished = None
     error = None
-    for ev in run.events():
+    for ev in events:
         if isinstance(ev, Started):
             started = ev
         elif isinstance(ev, Finished):
@@ -420,25 +521,25 @@ def _worker_init() -> None:
     torch.set_num_threads(1)  # one run per core: several small runs beat one run on many threads
 
 
-def _run_local(tasks: list[Task], workers: int, stop: threading.Event, _address) -> Iterator[dict]:
+def _run_local(units: list[Task | Batch], workers: int, stop: threading.Event, _address) -> Iterator[dict]:
     """Worker processes (spawned, one thread each), results in order of completion."""
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    n = max(1, min(workers, len(tasks)))
+    n = max(1, min(workers, len(units)))
     from .spawn import plain_main
     pool = ProcessPoolExecutor(n, mp_context=mp.get_context("spawn"), initializer=_worker_init)
     with plain_main():  # the executor starts its processes as tasks are submitted
-        pending = {pool.submit(run_task, t): t for t in tasks}
+        pending = {pool.submit(run_unit, u): u for u in units}
     try:
         while pending and not stop.is_set():
             ready, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in ready:
-                task = pending.pop(fut)
+                unit = pending.pop(fut)
                 try:
-                    yield fut.result()
-                except Exception as e:  # a worker that died: the point's run fails, the sweep goes on
-                    yield {"point": task.point, "run": {"seed": task.seed, "image": task.image,
-                                                        "error": f"the worker failed ({e.__class__.__name__}: {e})"}}
+                    results = fut.result()
+                except Exception as e:  # a worker that died: the point's runs fail, the sweep goes on
+                    results = failed(unit, f"the worker failed ({e.__class__.__name__}: {e})")
+                yield from results
     finally:
         for fut in pending:
             fut.cancel()
@@ -463,7 +564,7 @@ def check_ray_address(address: str) -> None:
                                     "or $LEAKDEMO_RAY_ADDRESS, or use --backend local") from None
 
 
-def _run_ray(tasks: list[Task], workers: int, stop: threading.Event, address: str | None) -> Iterator[dict]:
+def _run_ray(units: list[Task | Batch], workers: int, stop: threading.Event, address: str | None) -> Iterator[dict]:
     """Ray tasks on an existing cluster (address), or on a local Ray started for this sweep."""
     try:
         import ray
@@ -481,17 +582,17 @@ def _run_ray(tasks: list[Task], workers: int, stop: threading.Event, address: st
             raise LeakdemoError(f"backend: cannot reach the Ray cluster at {address or 'local'} ({e})") from None
     remote = ray.remote(_ray_task)
     # a GPU per task when the sweep asks for CUDA, else one core (each task runs on one thread)
-    refs = {remote.options(num_cpus=1, num_gpus=1 if t.params["device"] == "cuda" else 0).remote(t): t for t in tasks}
+    refs = {remote.options(num_cpus=1, num_gpus=1 if u.params["device"] == "cuda" else 0).remote(u): u for u in units}
     try:
         while refs and not stop.is_set():
             ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
             for ref in ready:
-                task = refs.pop(ref)
+                unit = refs.pop(ref)
                 try:
-                    yield ray.get(ref)
+                    results = ray.get(ref)
                 except Exception as e:
-                    yield {"point": task.point, "run": {"seed": task.seed, "image": task.image,
-                                                        "error": f"the Ray task failed ({e.__class__.__name__})"}}
+                    results = failed(unit, f"the Ray task failed ({e.__class__.__name__})")
+                yield from results
     finally:
         for ref in refs:
             ray.cancel(ref, force=True)
@@ -499,9 +600,9 @@ def _run_ray(tasks: list[Task], workers: int, stop: threading.Event, address: st
             ray.shutdown()
 
 
-def _ray_task(task: Task) -> dict:
+def _ray_task(unit: Task | Batch) -> list[dict]:
     _worker_init()
-    return run_task(task)
+    return run_unit(unit)
 
 
 # ---------------------------------------------------------------- a point's row

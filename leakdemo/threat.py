@@ -91,3 +91,4 @@ class Step:
     sample_ids: list[int] | None = None  # which private samples `images` stand for (default: all, in order)
     aligned: bool = False  # True: images[i] is sample_ids[i] (the attacker knows which); False: any order
     trials: torch.Tensor | None = None  # racing starts: each shown trial's current estimate, (K, B, C, H, W)
+    losses: torch.Tensor | None = None  # several clients or runs attacked at once: each one's own loss, (K,)

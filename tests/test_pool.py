@@ -95,6 +95,20 @@ def test_second_run_waits_its_turn_then_finishes(one_worker):
     assert set(b.artifacts) == {"grid.png", "progress.gif", "history.csv", "metrics.json", "scenario.json"}
 
 
+def test_a_sweep_s_runs_attacked_together_come_back_run_by_run(one_worker):
+    """The Trade-offs page hands its sweep to the pool: runs sharing one program go to one worker as a batch,
+    and each comes back to its point."""
+    from leakdemo.dashboard.sweep_job import pool_runner
+    from leakdemo.sweep import Sweep, parse_axis
+    base = from_preset("dlg", {"image_size": 16, "iterations": 20, "defense": "dp-gaussian", "compile": "off"})
+    sweep = Sweep(base, [parse_axis("dp_sigma=1e-4,1", base)], seeds=2, batch=3)
+    sweep.runner = pool_runner(one_worker, None, in_flight=1)
+    rows = list(sweep.events())[-1].rows
+    assert [(r["label"], r["runs"], r["failed"]) for r in rows] == [("no defense", 2, 0), ("dp_sigma=0.0001", 2, 0),
+                                                                   ("dp_sigma=1", 2, 0)]
+    assert rows[0]["psnr"] >= 30 and rows[2]["psnr"] <= 10
+
+
 def test_a_run_alone_gets_every_core_the_server_leaves(one_worker):
     h = one_worker.submit(from_preset("invgrad", LONG))
     assert until(lambda: h.latest is not None, poll=(h,))

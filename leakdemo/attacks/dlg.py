@@ -276,6 +276,18 @@ def _every_client(obs: Observation, kn: Knowledge, p: dict, device, fixed_labels
     yield from racing_matching(kn, p, device, loss, [], fixed_labels, clients=guesses, cases=cases)
 
 
+def several_runs(runs: list[tuple[Observation, Knowledge]], p: dict, seeds: list[int], device,
+                 fixed_labels: bool) -> Iterator[Step]:
+    """Several runs of one DLG or iDLG scenario at once — a sweep's seeds, photos and defense strengths: trial i
+    is run i, with its own shared gradient, model weights, label guess and seed, one start each in one
+    vectorised program (racing.py); leakdemo.together deals each step back to its run."""
+    from .racing import racing_matching, runs_loss
+    guesses = [infer_labels(kn.model, obs.payload, kn.batch_size) for obs, kn in runs]
+    loss, cases = runs_loss(runs, device)
+    yield from racing_matching(runs[0][1], p, device, loss, [], fixed_labels, clients=guesses, cases=cases,
+                               seeds=seeds, noun="run")
+
+
 def _dlg_on_one_batch(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     """The baseline CAFE is compared with: DLG on one aggregated VFL batch gradient, the whole model.
 

@@ -76,6 +76,22 @@ def client_gradients_loss(obs: Observation, kn: Knowledge, device) -> tuple[Tria
     return loss, cases
 
 
+def runs_loss(runs: list[tuple[Observation, Knowledge]], device) -> tuple[TrialLoss, tuple]:
+    """DLG's and iDLG's objective for several runs at once (a sweep's seeds, photos and defense strengths): one
+    trial is one run, and its case is that run's shared gradient and its model's weights (a seed draws its own
+    model; a run's weights are its own even where they happen to agree)."""
+    model, buffers = trial_model(runs[0][1].model.to(device))
+    names = [n for n, _ in model.named_parameters()]
+    weights = tuple(torch.stack([dict(kn.model.named_parameters())[n].detach().to(device) for _, kn in runs])
+                    for n in names)
+    targets = tuple(torch.stack([obs.payload[i].to(device) for obs, _ in runs]) for i in range(len(names)))
+
+    def loss(x, label, extras, case):
+        g = functional_gradients(model, dict(zip(names, case[:len(names)])), buffers, x, label)
+        return sum(((a - t) ** 2).sum() for a, t in zip(g, case[len(names):]))
+    return loss, weights + targets
+
+
 def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, extras: tuple,
                cases: tuple | None = None):
     """z (K, D) -> (loss (K,), ∂loss/∂z (K, D)): one trial's loss vmapped over the trials. z holds each
@@ -121,14 +137,16 @@ def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, 
 
 def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess: list[int], fixed_labels: bool,
                     extras: tuple[torch.Tensor, ...] = (), clients: list[list[int]] | None = None,
-                    cases: tuple | None = None) -> Iterator[Step]:
+                    cases: tuple | None = None, seeds: list[int] | None = None, noun: str = "client") -> Iterator[Step]:
     """K starts of `gradient_matching` (dlg.py) racing: loss(x, label, extras) is one trial's objective,
     written with torch.func (see `shared_gradient_loss`); extras are further variables (DLM's k).
 
     clients: one label guess per client of the round, when each client sent its own gradient (`cases`, see
     `client_gradients_loss`): then trial i is client i's attack — one start each, a stalled start replaced by
     that client's next — and the answer is every client's best estimate, not the best trial. Client i's
-    trial takes exactly the steps a race of one start takes on its gradient alone (tested)."""
+    trial takes exactly the steps a race of one start takes on its gradient alone (tested).
+    seeds: each slot's own seed for its starts (several runs at once, `runs_loss`; default p["seed"] for all);
+    noun: what one slot is, in the notes ("client", "run")."""
     each = clients is not None
     k, total = (len(clients) if each else p["trials"]), p["iterations"]
     bs, shape, classes = kn.batch_size, (kn.batch_size, *kn.input_shape), kn.num_classes
@@ -139,7 +157,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     n_y = 0 if hard is not None else bs * classes
 
     def start(slot: int, j: int) -> torch.Tensor:  # start j is where the sequential loop's j-th start would be
-        g = torch.Generator().manual_seed(p["seed"] * 1000 + 17 + j)
+        g = torch.Generator().manual_seed((p["seed"] if seeds is None else seeds[slot]) * 1000 + 17 + j)
         parts = [_initial_image(shape, g, "robust").flatten()]
         if hard is None:
             parts.append(_initial_label_logits(guesses[slot], bs, classes, g, "robust").flatten())
@@ -169,9 +187,10 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         return zs[:, :n_x].reshape(k * bs, *shape[1:])
 
     compiling = wanted(p, device, k)
+    nan_k = torch.full((k,), math.nan, device=device)
     if each:
-        yield Step(0, total, math.nan, all_images(z), all_labels(z), f"{k} clients attacked at once, one start each",
-                   stage=COMPILING if compiling else None, aligned=bs == 1)
+        yield Step(0, total, math.nan, all_images(z), all_labels(z), f"{plural(k, noun)} attacked at once, one start each",
+                   stage=COMPILING if compiling else None, aligned=bs == 1, losses=nan_k)
     else:
         yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]),
                    f"{k} random starts racing", stage=COMPILING if compiling else None)
@@ -226,7 +245,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         if each:  # every client's current estimate; the loss is their sum (a tensor: read only when scored)
             yield Step(done, total, torch.where(finite, loss, torch.zeros_like(loss)).sum(), all_images(before),
                        all_labels(before), note if done == 1 else (opt.graph_note if done == 2 else None),
-                       aligned=bs == 1)
+                       aligned=bs == 1, losses=loss)
             continue
         shown = torch.where(finite, loss, inf)
         lead = int(torch.argmin(shown))
@@ -238,8 +257,9 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         lost = int((~torch.isfinite(answer_loss)).sum())
         yield Step(total, total, torch.where(torch.isfinite(answer_loss), answer_loss, 0.0).sum(),
                    all_images(answer_z).clamp(0, 1), all_labels(answer_z),
-                   f"kept each of the {k} clients' estimates at its lowest gradient distance{fresh_note}"
-                   + (f"; {plural(lost, 'client')} diverged at every step" if lost else ""), final=True, aligned=bs == 1)
+                   f"kept each of the {k} {noun}s' estimates at its lowest gradient distance{fresh_note}"
+                   + (f"; {plural(lost, noun)} diverged at every step" if lost else ""), final=True, aligned=bs == 1,
+                   losses=answer_loss)
         return
     winner = int(torch.argmin(answer_loss))
     if not math.isfinite(float(answer_loss[winner])):  # every step of every trial was non-finite

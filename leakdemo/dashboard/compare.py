@@ -170,9 +170,10 @@ def _collect(sources: dict) -> None:
         if not h.done:
             still.append((d, h))
             continue
-        rec = (h.task_result or {}).get("record")
+        result = (h.task_result or [{}])[0]  # one Task: one result
+        rec = result.get("record")
         if rec is None:
-            err = (h.task_result or {}).get("run", {}).get("error") or h.error or h.status
+            err = result.get("run", {}).get("error") or h.error or h.status
             st.session_state["c_error"] = f"{d}: the run did not finish ({err})"
             continue
         run_id = sources["r"].record(rec["key"], "compare", rec["scenario"], rec["started"], rec["finished"],

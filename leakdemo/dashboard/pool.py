@@ -96,8 +96,8 @@ class RunHandle:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     seq: int = 0  # place in the queue (kept when a dropped run is queued again)
     job_id: int | None = None
-    task: object = None  # a sweep's run (leakdemo.sweep.Task): computed and scored whole, no frames stream
-    task_result: dict | None = None
+    task: object = None  # a sweep's run or runs (leakdemo.sweep.Task, Batch): computed and scored whole, no frames
+    task_result: list | None = None  # ... one result per run
     _pool: "RunPool | None" = field(default=None, repr=False)
 
     def poll(self) -> "RunHandle":
@@ -255,13 +255,12 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
         results.put((job_id, "done"))
 
 
-def _sweep_task(task, control) -> dict:
-    from ..sweep import run_task
+def _sweep_task(unit, control) -> list[dict]:
+    from ..sweep import failed, run_unit
     try:
-        return run_task(task, stop_event=control)
-    except Exception as e:  # noqa: BLE001 — one point's run fails, the sweep goes on
-        return {"point": task.point, "run": {"seed": task.seed, "image": task.image,
-                                             "error": f"internal error ({e.__class__.__name__}: {e})"}}
+        return run_unit(unit, stop_event=control)
+    except Exception as e:  # noqa: BLE001 — one point's runs fail, the sweep goes on
+        return failed(unit, f"internal error ({e.__class__.__name__}: {e})")
 
 
 def _open_store():
@@ -336,7 +335,8 @@ class RunPool:
         return handle
 
     def submit_task(self, task, alive: Callable[[], bool] | None = None) -> RunHandle:
-        """One run of a sweep (leakdemo.sweep.Task): queued like any run, answered with its scored result."""
+        """A sweep's run, or runs attacked as one program (leakdemo.sweep.Task, Batch): queued like any run,
+        answered with their scored results."""
         with self._lock:
             self._next_seq += 1
             handle = RunHandle(Scenario(task.params, task.preset), None, alive, seq=self._next_seq, task=task,

@@ -11,11 +11,12 @@ import traceback
 from typing import Callable, Iterator
 
 from ..errors import LeakdemoError
-from ..sweep import PointDone, RunDone, Sweep, SweepFinished, SweepStarted
+from ..sweep import PointDone, RunDone, Sweep, SweepFinished, SweepStarted, failed
 
 
 def pool_runner(pool, alive: Callable[[], bool] | None, in_flight: int):
-    """A Sweep runner that hands each run to `pool` and yields results as they finish."""
+    """A Sweep runner that hands each unit (a run, or runs attacked as one program) to `pool` and yields the
+    runs' results as they finish."""
     def run(tasks, stop: threading.Event) -> Iterator[dict]:
         pending, active = list(tasks), []
         try:
@@ -31,9 +32,7 @@ def pool_runner(pool, alive: Callable[[], bool] | None, in_flight: int):
                         return
                     if h.done:
                         active.remove(h)
-                        t = h.task
-                        yield h.task_result or {"point": t.point, "run": {"seed": t.seed, "image": t.image,
-                                                                           "error": h.error or h.status}}
+                        yield from h.task_result or failed(h.task, h.error or h.status)
                 time.sleep(0.1)
         finally:
             for h in active:
@@ -50,6 +49,7 @@ class SweepJob:
         self.status, self.error = "starting", None
         self.done_runs = self.total_runs = self.cached = 0
         self.eta: float | None = None
+        self.batch = 1  # runs attacked as one program, at most
         self.t0 = time.time()
         self.first_point_s: float | None = None
         self.seconds = 0.0
@@ -83,6 +83,7 @@ class SweepJob:
         self.seconds = time.time() - self.t0
         if isinstance(ev, SweepStarted):
             self.status, self.total_runs, self.cached = "running", ev.runs, ev.cached
+            self.batch = ev.batch
         elif isinstance(ev, (PointDone, RunDone)):
             self.done_runs, self.eta = ev.done_runs, ev.eta
             row = ev.point if isinstance(ev, PointDone) else ev.row

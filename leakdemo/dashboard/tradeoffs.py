@@ -453,6 +453,7 @@ def _start(spec: dict) -> None:
         st.session_state["t_error"] = str(e)
         return
     sweep.runner = pool_runner(run_pool(), tab_alive(), in_flight=run_pool().max_running)
+    sweep.workers = run_pool().max_running  # the pool's runs at a time size its batches (Sweep.batch_size)
     _show(SweepJob(sweep), title, spec)
 
 
@@ -561,7 +562,8 @@ def sweep_panel(pace) -> None:
         st.progress(min(1.0, job.done_runs / total),
                     text=f"{status}: {job.done_runs}/{job.total_runs} runs ({job.cached} from the run store), "
                          f"{plural(len(rows), 'point')} done in {job.seconds:.0f} s{eta}"
-                         + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else ""))
+                         + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else "")
+                         + (f" · up to {job.batch} runs attacked as one program" if job.batch > 1 else ""))
     if getattr(job, "from_gallery", False):
         st.info("Recorded with the gallery that ships with leakdemo (on another machine, possibly an earlier code "
                 "version). Press **Run sweep** to compute it on this machine: a few minutes on a laptop.",

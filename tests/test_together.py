@@ -1,0 +1,99 @@
+"""A sweep's DLG and iDLG runs that differ only in seed, photo and defense strength are attacked as one
+vectorised program (issue 14's trials over a sweep's points): each run comes back as if it had run alone."""
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from leakdemo.errors import ParamError
+from leakdemo.scenario import from_preset
+from leakdemo.store import RunStore, scenario_key
+from leakdemo.sweep import Batch, Sweep, SweepFinished, Task, batched, parse_axis, run_task, run_unit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = {"image_size": 16, "iterations": 40, "defense": "dp-gaussian", "compile": "off"}
+
+
+def _same(a: float, b: float) -> bool:
+    """Two PSNRs of one reconstruction reached along float-rounding-different paths (above 40 dB: both exact)."""
+    return abs(a - b) <= 1.0 or min(a, b) >= 40
+
+
+def _task(i, attack="dlg", **over):
+    sc = from_preset(attack, {**SMALL, **over})
+    return Task(i, sc["seed"], None, dict(sc.params), sc.preset, with_utility=False)
+
+
+@pytest.mark.parametrize("attack", ["dlg", "idlg"])
+def test_runs_attacked_together_each_come_back_as_the_run_alone(attack):
+    """Other seeds (so other models and starts), another photo and other noise in one program: each run's
+    reconstruction is the one it reaches alone, to tolerance, and it is recorded under its own scenario."""
+    tasks = [_task(0, attack, seed=1, dp_sigma=1e-4), _task(1, attack, seed=2, dp_sigma=1e-4),
+             _task(2, attack, seed=1, dp_sigma=1e-4, images="astronaut"), _task(3, attack, seed=1, dp_sigma=1.0)]
+    together = run_unit(Batch(tuple(tasks)))
+    alone = [run_task(t) for t in tasks]
+    assert [r["point"] for r in together] == [0, 1, 2, 3]
+    for t, a, b in zip(tasks, together, alone):
+        assert "error" not in a["run"], a["run"]
+        assert _same(a["run"]["psnr"], b["run"]["psnr"]), (t.params["seed"], a["run"]["psnr"], b["run"]["psnr"])
+        assert a["record"]["key"] == scenario_key(t.params, "cpu")
+        assert a["record"]["scenario"]["params"]["seed"] == t.params["seed"]
+    assert min(r["run"]["psnr"] for r in together[:3]) >= 30  # recovered, each its own photo
+    assert together[3]["run"]["psnr"] <= 10  # σ = 1 hides the photo here too
+    finished = together[0]["record"]["finished"]
+    assert "each of the 4 runs" in finished.metrics["note"]
+    shared = sum(r["run"]["seconds"] for r in together)  # each run's share: the program's time counted once
+    assert 0.8 * finished.seconds <= shared <= 1.2 * finished.seconds
+
+
+def test_only_runs_that_share_one_program_are_batched():
+    base = from_preset("dlg", SMALL)
+    sweep = Sweep(base, [parse_axis("dp_sigma=1e-4..1:5", base)], seeds=2)
+    tasks = sweep.tasks()
+    units = batched(tasks, 4)
+    assert [len(u.tasks) if isinstance(u, Batch) else 1 for u in units] == [4, 4, 4]  # 12 runs, the undefended too
+    assert [t for u in units for t in u.tasks] == tasks  # each run once, in order
+    assert batched(tasks, 1) == tasks
+    lr = Sweep(base, [parse_axis("lr=0.5,1", base)], seeds=2).tasks()  # another learning rate: another program
+    assert [[t.params["lr"] for t in u.tasks] for u in batched(lr, 8)] == [[1.0] * 4, [0.5] * 2]  # undefended: lr 1
+    ig = from_preset("invgrad", {"image_size": 16, "defense": "dp-gaussian"})
+    assert all(isinstance(u, Task) for u in batched(Sweep(ig, [parse_axis("dp_sigma=1e-4,1", ig)], seeds=2).tasks(), 8))
+    assert Sweep(base, [parse_axis("dp_sigma=1e-4..1:8", base)], seeds=3, workers=2).batch_size(27) == 5  # 3 reports each
+    assert Sweep(base, [parse_axis("dp_sigma=1e-4..1:8", base)], seeds=16, workers=1).batch_size(144) == 8  # the CPU's cap
+
+
+def test_a_batched_sweep_scores_every_point_and_records_each_run(tmp_path):
+    base = from_preset("dlg", {**SMALL, "iterations": 25})
+    axes = [parse_axis("dp_sigma=1e-4,1", base)]
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    events = list(Sweep(base, axes, seeds=2, store=store, workers=1, batch=6).events())
+    assert (events[0].runs, events[0].programs, events[0].batch) == (6, 1, 6)  # six runs, one program
+    rows = {r["label"]: r for r in events[-1].rows}
+    assert [r["runs"] for r in rows.values()] == [2, 2, 2]
+    assert rows["no defense"]["psnr"] >= 30 and rows["dp_sigma=1"]["psnr"] <= 10
+    assert rows["dp_sigma=0.0001"]["test_accuracy"] >= 0.85 >= rows["dp_sigma=1"]["test_accuracy"]
+    assert len(store.runs()) == 6
+    again = list(Sweep(base, axes, seeds=2, store=store, workers=1, batch=6).events())
+    assert again[0].cached == 6  # found again run by run
+    assert [r["psnr"] for r in again[-1].rows] == [r["psnr"] for r in events[-1].rows]
+
+
+def test_stopping_a_batch_ends_every_run_of_it():
+    tasks = tuple(_task(i, seed=1 + i, dp_sigma=1e-4, iterations=5000) for i in range(3))
+    stop = threading.Event()
+    threading.Timer(3.0, stop.set).start()
+    results = run_unit(Batch(tasks), stop_event=stop)
+    assert [r["run"]["status"] for r in results] == ["stopped"] * 3
+
+
+def test_a_bad_batch_size_is_one_line():
+    base = from_preset("dlg", SMALL)
+    with pytest.raises(ParamError) as e:
+        Sweep(base, [parse_axis("dp_sigma=1e-4,1", base)], batch=0)
+    assert str(e.value) == "batch: must be an integer in [1, 256], got 0"
+    r = subprocess.run([sys.executable, "-m", "leakdemo", "sweep", "dlg", "--vary", "dp_sigma=1e-4,1",
+                        "--set", "defense=dp-gaussian", "--batch", "300"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and r.stderr.strip() == "error: batch: must be an integer in [1, 256], got 300"
