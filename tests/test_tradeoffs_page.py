@@ -149,6 +149,19 @@ def test_a_log_axis_over_few_decades_labels_the_swept_values():
     assert x.type == "log" and x.tickvals is None and x.exponentformat == "power"
 
 
+def test_the_strength_axis_spans_the_swept_values_before_any_defended_point_is_in():
+    """A sweep's first point is often the undefended one: the empty log axis read 1, 100, 10k, 1M under σ from
+    1e-4 to 1. The planned values frame it from the start."""
+    from leakdemo.dashboard.tradeoffs import strength_figure
+    only_clean = [row(0, 0.95, 90.0, True)]
+    x = strength_figure(only_clean, ["dp_sigma"], True, planned=(1e-4, 1e-3, 1e-2, 0.1, 1.0)).layout.xaxis
+    assert -4.3 < x.range[0] < -4 and 0 < x.range[1] < 0.3 and x.exponentformat == "power"
+    x = strength_figure(only_clean, ["top_k"], False, planned=(1, 2, 5, 10)).layout.xaxis
+    assert list(x.tickvals) == [1, 2, 5, 10] and x.range[0] < 1 and x.range[1] > 10
+    both = [row(0, 0.95, 90.0, True), {**row(1, 0.9, 20.0), "dp_sigma": 0.01}]
+    assert strength_figure(both, ["dp_sigma"], True, planned=(1e-4, 1.0)).layout.xaxis.range is None  # data: plotly's
+
+
 def test_a_few_linear_strengths_label_their_own_axis_and_the_baseline_label_stays_clear():
     """sweep-topk-pli's k = 1, 2, 5, 10 were labelled "5 10", and its "no defense" label sat on k = 10's point,
     which leaked as much as no defense at all."""

@@ -174,11 +174,12 @@ RECOGNISABLE = "20 dB: recognisable"  # the 20 dB line's label where it fits
 
 
 def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int | None = None,
-                    char_px: int | None = None, base: dict | None = None) -> go.Figure:
+                    char_px: int | None = None, base: dict | None = None, planned: tuple = ()) -> go.Figure:
     """Leakage (left axis) and utility (right axis) against the swept strength: where the knee is. plot_px and
     char_px: the plot's width and a label character's, where the chart is drawn (a half-width chart on a
     laptop unless told; the presenter's spans a projector). base: the sweep's scenario, which names the axes
-    in words ('noise σ (dp_sigma)', 'clip norm off')."""
+    in words ('noise σ (dp_sigma)', 'clip norm off'). planned: the swept values, which frame the axis while only
+    the undefended point is in (plotly's empty log axis ran from 1 to 1M)."""
     key = privacy_key(rows)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     clean = next((r for r in rows if r["undefended"]), None)
@@ -219,7 +220,14 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
         if y is not None:
             fig.add_hline(y=y, line=line, annotation_text=text, annotation_bgcolor=veil,
                           annotation_position=_label_place(curves, y, text, label_h, char, prefer))
-    fig.update_xaxes(title_text=axis_title(axes[0], base), type="log" if log else None, **_strength_ticks(rows, axes[0], log))
+    ticks = _strength_ticks(rows, axes[0], log)
+    swept = _numbers(planned, log)
+    if not _numbers([r.get(axes[0]) for r in rows if not r.get("undefended")], log) and swept:
+        ticks = _strength_ticks([{axes[0]: v} for v in swept], axes[0], log)
+        lo_x, hi_x = ((math.log10(v) for v in (swept[0], swept[-1])) if log else (swept[0], swept[-1]))
+        pad = 0.05 * (hi_x - lo_x) or 0.5
+        ticks["range"] = [lo_x - pad, hi_x + pad]
+    fig.update_xaxes(title_text=axis_title(axes[0], base), type="log" if log else None, **ticks)
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False, range=[lo, hi])
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=utility_range(rows, uname),
@@ -309,13 +317,17 @@ def _meets(curve: list[tuple[float, float]], a: float, b: float, y0: float, y1: 
     return hits
 
 
+def _numbers(values, log: bool) -> list:
+    """The values a strength axis can place, sorted (no flags, nothing ≤ 0 on a log axis)."""
+    return sorted({v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and (v > 0 or not log)})
+
+
 def _strength_ticks(rows: list[dict], axis: str, log: bool) -> dict:
     """A few swept values label their own axis: on a log axis over less than two decades plotly's ticks are
     bare leading digits ("3 4 5 … 1 2 … 10" for 0.3 … 10), on a linear one they skip values (top-k's 1, 2, 5,
     10 read "5 10"), both hard to match with the points from the back of a room. A wider log axis writes its
     decades as powers of ten; values too crowded to label each keep plotly's ticks."""
-    values = sorted({r[axis] for r in rows if not r.get("undefended") and isinstance(r.get(axis), (int, float))
-                     and not isinstance(r.get(axis), bool) and (r[axis] > 0 or not log)})
+    values = _numbers([r.get(axis) for r in rows if not r.get("undefended")], log)
     if not values:
         return {}
     if log and values[-1] >= 100 * values[0]:
@@ -581,7 +593,8 @@ def sweep_panel(pace) -> None:
         memo = st.session_state.get("t_fig_memo")
         if memo is None or memo[0] != version:
             base = job.sweep.base.params
-            memo = (version, strength_figure(rows, axes, log, base=base), tradeoff_figure(rows, axes, base))
+            memo = (version, strength_figure(rows, axes, log, base=base, planned=job.sweep.axes[0].values),
+                    tradeoff_figure(rows, axes, base))
             st.session_state["t_fig_memo"] = memo
         left, right = st.columns(2)
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
