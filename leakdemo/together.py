@@ -14,11 +14,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterator
 
-from . import cancel, catalog
-from .device import resolve_device
-from .runner import Run
-from .scenario import Scenario
-from .threat import Step
+from . import catalog  # the rest is imported where it is used: `can_share` and `share_key` serve the web server,
+# which groups a sweep's runs and never imports torch (its workers do)
 
 ATTACKS = ("dlg", "idlg")
 # what may differ between runs of one program: everything else (model, data, steps, learning rate) is shared
@@ -37,9 +34,12 @@ def share_key(params: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in params.items() if k not in VARYING))
 
 
-def prepare(scenarios: list[Scenario], stop_event) -> list[Run]:
+def prepare(scenarios: list, stop_event) -> list:
     """One `Run` per scenario, their attacks one program. Each case is set up alone here (its model, its
     gradient, its defense); the runs' events then come as usual, as long as they are pulled side by side."""
+    from . import cancel
+    from .device import resolve_device
+    from .runner import Run
     p0 = dict(scenarios[0].params)
     keys = {share_key(dict(s.params)) for s in scenarios}
     if len(keys) != 1 or not all(can_share(dict(s.params)) for s in scenarios):
@@ -59,7 +59,7 @@ def prepare(scenarios: list[Scenario], stop_event) -> list[Run]:
             for i, (s, (obs, kn, truth)) in enumerate(zip(scenarios, cases))]
 
 
-def side_by_side(runs: list[Run]) -> list[list]:
+def side_by_side(runs: list) -> list[list]:
     """Every run's events, pulling them in turn so that no run gets far ahead of the others (the steps
     they share wait in memory until each has taken its own)."""
     streams = [r.events() for r in runs]
@@ -77,13 +77,13 @@ def side_by_side(runs: list[Run]) -> list[list]:
 class _Dealer:
     """Deals each step of the shared program out to its runs: run i's images, labels and loss."""
 
-    def __init__(self, steps: Iterator[Step], k: int, batch_size: int):
+    def __init__(self, steps: Iterator, k: int, batch_size: int):
         self.steps, self.k, self.bs = steps, k, batch_size
         self.queues = [deque() for _ in range(k)]
         self.error: BaseException | None = None
         self.over = False
 
-    def stream(self, i: int) -> Iterator[Step]:
+    def stream(self, i: int) -> Iterator:
         while True:
             if not self.queues[i]:
                 if self.error is not None:
@@ -102,7 +102,8 @@ class _Dealer:
                     self.queues[j].append(self._part(step, j))
             yield self.queues[i].popleft()
 
-    def _part(self, step: Step, j: int) -> Step:
+    def _part(self, step, j: int):
+        from .threat import Step
         rows = slice(j * self.bs, (j + 1) * self.bs)
         labels = step.labels[rows] if step.labels is not None else None
         loss = step.losses[j] if step.losses is not None else step.loss

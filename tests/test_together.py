@@ -97,3 +97,16 @@ def test_a_bad_batch_size_is_one_line():
                         "--set", "defense=dp-gaussian", "--batch", "300"], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and r.stderr.strip() == "error: batch: must be an integer in [1, 256], got 300"
+
+
+def test_grouping_a_sweep_s_runs_never_loads_torch():
+    """The web server groups a Trade-offs sweep's runs (Sweep.events runs in its process), and it never imports
+    torch (~500 MB): its workers do."""
+    code = ("import sys; from leakdemo.scenario import from_preset; from leakdemo.sweep import Sweep, batched, "
+            "parse_axis; b = from_preset('dlg', {'defense': 'dp-gaussian'}); "
+            "s = Sweep(b, [parse_axis('dp_sigma=1e-4,1', b)], seeds=4, workers=1); "
+            "units = batched(s.tasks(), s.batch_size(12)); print(len(units), 'torch' in sys.modules)")
+    env = {**os.environ, "LEAKDEMO_DEVICE": "cpu"}  # the server learns the device from its workers, without torch
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["3", "False"]  # 12 runs in batches of 4, and no torch
