@@ -618,7 +618,7 @@ def main(argv=None) -> int:
     p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")
     p.add_argument("--address", help="the Ray cluster to use (default $LEAKDEMO_RAY_ADDRESS, else a local Ray)")
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
-    p.add_argument("--batch", type=int, help="DLG/iDLG runs that differ only in seed, image and defense strength "
+    p.add_argument("--batch", type=int, help="DLG/iDLG/DLM/DLM+ runs that differ only in seed, image and defense strength "
                    "attacked as one vectorised program, at most this many (default: chosen from the sweep's size, "
                    "the workers and the device; 1 = each run alone)")
     p = sub.add_parser("record-gallery", help="record the built-in showcases and sweeps (assets/gallery.sqlite) anew")

@@ -10,7 +10,8 @@ federation, on held-out data) and formal privacy (ε where a DP mechanism exists
 Each run of a point is a trial: looked up in the run store first (an identical run of the same code
 version costs nothing), else computed in local worker processes or as Ray tasks; results come back to
 this process, which alone writes the store. Runs that differ only in seed, photo and defense strength (DLG
-and iDLG on FedSGD) go to a worker together and are attacked as one vectorised program (together.py).
+and iDLG on FedSGD, DLM and DLM+ on FedAvg) go to a worker together and are attacked as one vectorised program
+(together.py).
 """
 from __future__ import annotations
 

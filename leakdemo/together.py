@@ -1,5 +1,6 @@
-"""Several runs as one program: a sweep's runs of DLG or iDLG that differ only in seed, photo and defense
-strength are attacked together, trial i of one vectorised L-BFGS being run i (attacks/dlg.py `several_runs`),
+"""Several runs as one program: a sweep's runs of DLG or iDLG (FedSGD), DLM or DLM+ (FedAvg) that differ only
+in seed, photo and defense strength are attacked together, trial i of one vectorised L-BFGS being run i
+(`several_runs` in attacks/dlg.py and attacks/dlm.py),
 then dealt back into one ordinary `Run` each — scored, timed and recorded as if it had run alone.
 
     runs = prepare([scenario_a, scenario_b, ...], stop_event)   # scenarios for which `share_key` agrees
@@ -17,15 +18,16 @@ from typing import Iterator
 from . import catalog  # the rest is imported where it is used: `can_share` and `share_key` serve the web server,
 # which groups a sweep's runs and never imports torch (its workers do)
 
-ATTACKS = ("dlg", "idlg")
+ATTACKS = {"fedsgd": ("dlg", "idlg"), "fedavg": ("dlm", "dlm-plus")}  # the attacks `prepare` can batch
 # what may differ between runs of one program: everything else (model, data, steps, learning rate) is shared
 VARYING = {"seed", "images", "defense"} | {p.name for d in catalog.DEFENSES.values() for p in d.params}
 
 
 def can_share(params: dict) -> bool:
     """A run that can be attacked together with others: DLG or iDLG on a plain FedSGD gradient of one client,
-    the robust loop with one start (what `several_runs` is the same as, to tolerance)."""
-    return (params["protocol"] == "fedsgd" and params["attack"] in ATTACKS and params.get("clients", 1) == 1
+    DLM or DLM+ on a FedAvg client's updates, the robust loop with one start (what `several_runs` is the same
+    as, to tolerance)."""
+    return (params["attack"] in ATTACKS.get(params["protocol"], ()) and params.get("clients", 1) == 1
             and params.get("trials", 1) == 1 and params.get("loop") == "robust")
 
 
@@ -51,10 +53,13 @@ def prepare(scenarios: list, stop_event) -> list:
         for s in scenarios:
             obs, kn, truth = protocol.run(dict(s.params), device, None)
             cases.append((obs, kn.restricted(attack.needs), truth))
-    from .attacks.dlg import several_runs
+    if p0["protocol"] == "fedavg":
+        from .attacks.dlm import several_runs
+    else:
+        from .attacks.dlg import several_runs
     steps = several_runs([(obs, kn) for obs, kn, _ in cases], p0, [s["seed"] for s in scenarios], device,
                          fixed_labels=p0["attack"] == "idlg")
-    dealer = _Dealer(steps, len(scenarios), cases[0][1].batch_size)
+    dealer = _Dealer(steps, len(scenarios))
     return [Run(s, stop_event=stop_event, source="sweep", prepared=(obs, kn, truth, dealer.stream(i)))
             for i, (s, (obs, kn, truth)) in enumerate(zip(scenarios, cases))]
 
@@ -77,8 +82,8 @@ def side_by_side(runs: list) -> list[list]:
 class _Dealer:
     """Deals each step of the shared program out to its runs: run i's images, labels and loss."""
 
-    def __init__(self, steps: Iterator, k: int, batch_size: int):
-        self.steps, self.k, self.bs = steps, k, batch_size
+    def __init__(self, steps: Iterator, k: int):
+        self.steps, self.k = steps, k
         self.queues = [deque() for _ in range(k)]
         self.error: BaseException | None = None
         self.over = False
@@ -104,7 +109,8 @@ class _Dealer:
 
     def _part(self, step, j: int):
         from .threat import Step
-        rows = slice(j * self.bs, (j + 1) * self.bs)
+        n = len(step.images) // self.k  # each run's images (DLM: every image of the client's first epoch)
+        rows = slice(j * n, (j + 1) * n)
         labels = step.labels[rows] if step.labels is not None else None
         loss = step.losses[j] if step.losses is not None else step.loss
         return Step(step.iteration, step.total, loss, step.images[rows], labels, step.note, step.stage, step.final,

@@ -75,15 +75,50 @@ def _trial_loss(model, rounds, per: int, distance, tv: float):
     return loss
 
 
+def _distance(p: dict):
+    """The attack's distance between a dummy gradient and an update, and its extra variables: DLM fits the
+    gradient to k·ΔW with k optimised too (its start is p['k_init']); DLM+ matches the normalised gradient to
+    the normalised update, no learning rate anywhere."""
+    if p["attack"] == "dlm":
+        return (lambda grads, delta, ex: l2_distance(grads, [ex[0] * d for d in delta])), \
+            (torch.tensor(float(p["k_init"])),)
+    return (lambda grads, delta, ex: normalised_distance(grads, delta, p["norm"])), ()
+
+
 def dlm(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
-    """DLM: fit the gradient to k·ΔW, with k optimised too (its start is p['k_init'])."""
-    def distance(grads, delta, ex):
-        return l2_distance(grads, [ex[0] * d for d in delta])
-    yield from _fit(obs, kn, p, device, distance, extras=(torch.tensor(float(p["k_init"])),))
+    """DLM: fit the gradient to k·ΔW, with k optimised too."""
+    distance, extras = _distance(p)
+    yield from _fit(obs, kn, p, device, distance, extras)
 
 
 def dlm_plus(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
-    """DLM+: match the normalised gradient to the normalised update; no learning rate anywhere."""
-    def distance(grads, delta, ex):
-        return normalised_distance(grads, delta, p["norm"])
-    yield from _fit(obs, kn, p, device, distance)
+    """DLM+: match the normalised gradient to the normalised update."""
+    distance, extras = _distance(p)
+    yield from _fit(obs, kn, p, device, distance, extras)
+
+
+def several_runs(runs: list[tuple[Observation, Knowledge]], p: dict, seeds: list[int], device,
+                 fixed_labels: bool = False) -> Iterator[Step]:
+    """Several runs of one DLM or DLM+ scenario at once (a sweep's seeds, photos and defense strengths), as
+    dlg.several_runs: trial i is run i, its case the first epoch's weights and (defended) updates of its own
+    client, each round's gradient taken at that round's own weights."""
+    distance, extras = _distance(p)
+    tv = p.get("tv_weight", 0.0)
+    epochs = [first_epoch(prepare_rounds(obs, kn, device)) for obs, kn in runs]
+    model, buffers = trial_model(runs[0][1].model.to(device))
+    names = [n for n, _ in model.named_parameters()]
+    layers, count, per = len(names), len(epochs[0]), runs[0][1].batch_size
+    weights = tuple(torch.stack([e[i].weights[j].detach() for e in epochs]) for i in range(count) for j in range(layers))
+    deltas = tuple(torch.stack([e[i].delta[j] for e in epochs]) for i in range(count) for j in range(layers))
+
+    def loss(x, label, ex, case):
+        total = 0.0
+        for i in range(count):
+            w = dict(zip(names, case[i * layers:(i + 1) * layers]))
+            delta = list(case[(count + i) * layers:(count + i + 1) * layers])
+            part = slice(i * per, (i + 1) * per)
+            total = total + distance(functional_gradients(model, w, buffers, x[part], label[part]), delta, ex)
+        return total + tv * total_variation(x) if tv else total
+    guesses = [[c for r in e for c in r.labels] for e in epochs]
+    yield from racing_matching(slots_knowledge(runs[0][1], epochs[0]), p, device, loss, [], fixed_labels,
+                               extras=extras, clients=guesses, cases=weights + deltas, seeds=seeds, noun="run")
