@@ -4,7 +4,7 @@ in seed, photo and defense strength are attacked together, trial i of one vector
 then dealt back into one ordinary `Run` each — scored, timed and recorded as if it had run alone.
 
     runs = prepare([scenario_a, scenario_b, ...], stop_event)   # scenarios for which `share_key` agrees
-    for events in zip(*(r.events() for r in runs)): ...          # pull them side by side (see `side_by_side`)
+    events = side_by_side(runs)                                   # each run's events: Started, ..., Finished
 
 Why: one L-BFGS step of K runs costs far less than K steps (measured on 2 CPU cores: 4 at once 1.9× one,
 10 at once 4.0×), and on a GPU nearly the price of one. Each case is still simulated on its own (its model,
