@@ -26,7 +26,7 @@ from . import state
 from .axes import log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS
-from .shared import hardware, queue_line, run_pool, setup_line, tab_alive
+from .shared import hardware, polled, queue_line, run_pool, setup_line, tab_alive
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -553,7 +553,7 @@ def main() -> None:
     if scenario is not None:
         threat_card(scenario, folded=handle is not None)
     pace = _pace(handle)
-    st.fragment(run_every=pace)(run_panel)(scenario, problem, uploads, pace)
+    polled(run_panel, pace)(scenario, problem, uploads, pace)
 
 
 def _pace(handle) -> float | None:
@@ -576,7 +576,8 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
     asks for one full rerun, which sets the new pace — the browser drops every fragment timer when a full
     run starts, so no timer outlives the tree it draws into, and a complete run's page stops refreshing.
     There is one fragment and one timer: nothing else races it (two fragments and a rerun from one of them
-    blanked a busy classroom's tabs)."""
+    blanked a busy classroom's tabs). Each full run gives it a new fragment id (`shared.polled`), so that a
+    late tick of the old timer is ignored instead of costing the page its new one."""
     handle = st.session_state.get("handle")
     running = handle is not None and not handle.done
     c1, c2, c3 = st.columns([1.5, 1.1, 3.4])  # "Run attack" whole on a 1024-px laptop (it read "Ru…")
