@@ -18,7 +18,7 @@ from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..store import StoredRun, open_store
 from ..words import plural
-from .shared import polled, run_pool
+from .shared import run_pool
 
 MAX_RUNS = 4
 TICK = 0.25  # seconds between replay frames
@@ -261,7 +261,7 @@ def main() -> None:
     with st.expander("Run one scenario under several defenses", expanded=not choices):
         _defenses_form(sources)
     if st.session_state.get("c_pending"):
-        polled(_pending_panel, 1.0)()
+        st.fragment(run_every=1.0)(_pending_panel)()
     if not choices:
         st.info("No recorded runs yet: run an attack in the Attack Lab, or record the showcases with "
                 "`python -m leakdemo record-gallery`.")
@@ -286,7 +286,7 @@ def main() -> None:
         return
     playing = st.session_state.get("c_playing", False)
     pace = TICK if playing else None
-    polled(replay_panel, pace)(runs, pace)
+    st.fragment(run_every=pace)(replay_panel)(runs, pace)
     _table(runs)
 
 

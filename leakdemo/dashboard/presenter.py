@@ -16,7 +16,7 @@ from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..words import plural
-from .shared import polled, queue_line, run_pool, setup_line
+from .shared import queue_line, run_pool, setup_line
 from .compare import frame_at, judged_extras
 
 TICK = 0.3
@@ -144,7 +144,7 @@ def main() -> None:
         defense = catalog.defense_name(p.get("defense", "none"))
         _head(showcase_why(row), f"{catalog.headline(p)} · <b>{defense}</b> · recorded", choices)
         pace = TICK if st.session_state.get("p_pos", 0.0) < 1.0 else None
-        polled(showcase_body, pace)(gallery.path, row["id"], pace)
+        st.fragment(run_every=pace)(showcase_body)(gallery.path, row["id"], pace)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -264,7 +264,7 @@ def live_scene(preset: str, choices: dict) -> None:
         _start_live(preset)
     handle = _live_handle(preset)
     pace = _live_pace(handle)
-    polled(live_body, pace)(preset, pace)
+    st.fragment(run_every=pace)(live_body)(preset, pace)
 
 
 def live_caption(where: str, latest, fin) -> str:

@@ -29,7 +29,10 @@ def polled(body, pace: float | None):
     run that a tick of the old pace asked for) could reach a busy server just after the full run ended; for a
     fragment that still exists Streamlit then starts a second script runner, and the first runner's messages
     not yet sent are dropped, the new timer among them: the tab stopped redrawing for good (12 tabs on 2 cores,
-    about one classroom in four). A tick for a fragment id the full run did not register is ignored instead."""
+    about one classroom in four). A tick for a fragment id the full run did not register is ignored instead.
+
+    Only for a panel whose widgets carry no key: under it, a click on the Trade-offs page's selectable chart
+    (`key=`, `on_select="rerun"`) went unanswered, so that page keeps a plain fragment."""
     def live(*args, **kwargs):
         return body(*args, **kwargs)
     live.__qualname__ = f"{getattr(body, '__qualname__', 'live')}#{next(_FULL_RUNS)}"  # the id Streamlit hashes

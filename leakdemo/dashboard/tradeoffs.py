@@ -24,7 +24,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, named_series, p
                         utility_range)
 from ..words import plural
 from .pictures import IMAGE_CSS, png_once
-from .shared import polled, run_pool, tab_alive
+from .shared import run_pool, tab_alive
 from .state import to_query
 from .sweep_job import SweepJob, pool_runner
 
@@ -550,7 +550,7 @@ def main() -> None:
     if st.session_state.get("t_error"):
         st.error(st.session_state.pop("t_error"))
     pace = None if job is None or job.done else POLL_SECONDS
-    polled(sweep_panel, pace)(pace)
+    st.fragment(run_every=pace)(sweep_panel)(pace)
 
 
 def sweep_panel(pace) -> None:
