@@ -31,8 +31,9 @@ def polled(body, pace: float | None):
     not yet sent are dropped, the new timer among them: the tab stopped redrawing for good (12 tabs on 2 cores,
     about one classroom in four). A tick for a fragment id the full run did not register is ignored instead.
 
-    Only for a panel whose widgets carry no key: under it, a click on the Trade-offs page's selectable chart
-    (`key=`, `on_select="rerun"`) went unanswered, so that page keeps a plain fragment."""
+    Not for a panel with a selectable Plotly chart (`on_select="rerun"`): under a changing id a click on the
+    Trade-offs page's chart went unanswered, so that page keeps a plain fragment (the Lab's keyed toggle and
+    download buttons still answer: checked in the browser)."""
     def live(*args, **kwargs):
         return body(*args, **kwargs)
     live.__qualname__ = f"{getattr(body, '__qualname__', 'live')}#{next(_FULL_RUNS)}"  # the id Streamlit hashes
