@@ -618,9 +618,9 @@ def main(argv=None) -> int:
     p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")
     p.add_argument("--address", help="the Ray cluster to use (default $LEAKDEMO_RAY_ADDRESS, else a local Ray)")
     p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
-    p.add_argument("--batch", type=int, help="DLG/iDLG/DLM/DLM+ runs that differ only in seed, image and defense strength "
-                   "attacked as one vectorised program, at most this many (default: chosen from the sweep's size, "
-                   "the workers and the device; 1 = each run alone)")
+    p.add_argument("--batch", type=int, help="DLG/iDLG/Inverting Gradients/DLM/DLM+ runs that differ only in seed, image "
+                   "and defense strength attacked as one vectorised program, at most this many (default: chosen "
+                   "from the sweep's size, the workers and the device; 1 = each run alone)")
     p = sub.add_parser("record-gallery", help="record the built-in showcases and sweeps (assets/gallery.sqlite) anew")
     p.add_argument("--out", metavar="FILE", help="write them here instead")
     p.add_argument("--sweeps-only", dest="sweeps_only", action="store_true",

@@ -9,9 +9,9 @@ federation, on held-out data) and formal privacy (ε where a DP mechanism exists
 
 Each run of a point is a trial: looked up in the run store first (an identical run of the same code
 version costs nothing), else computed in local worker processes or as Ray tasks; results come back to
-this process, which alone writes the store. Runs that differ only in seed, photo and defense strength (DLG
-and iDLG on FedSGD, DLM and DLM+ on FedAvg) go to a worker together and are attacked as one vectorised program
-(together.py).
+this process, which alone writes the store. Runs that differ only in seed, photo and defense strength (DLG,
+iDLG and Inverting Gradients on FedSGD, DLM and DLM+ on FedAvg) go to a worker together and are attacked as one
+vectorised program (together.py).
 """
 from __future__ import annotations
 
@@ -36,6 +36,10 @@ MAX_BATCH = 256  # runs attacked as one program, at most (--batch)
 # each worker reports at least ~3 times (points stream in as programs finish), more on a GPU
 AUTO_BATCH = {"cpu": 8, "cuda": 64}
 REPORTS_PER_WORKER = 3
+# ...except where batching measured no gain on a CPU: an Inverting Gradients sweep's time there is its utility
+# (training the ConvNet federation, ~25 s a run against ~2 s of attack), and programs of several runs, each
+# training its utilities one after another, balanced the two workers worse (258 s batched against 198 s alone)
+CPU_ALONE = {"invgrad"}
 RECOGNISABLE_DB = 20.0  # PSNR from which a reconstruction counts as recognisable
 LOGIT_PROTOCOLS = catalog.LOGIT_PROTOCOLS
 
@@ -333,7 +337,10 @@ class Sweep:
         if self.batch is not None:
             return self.batch
         from .device import device_name
-        cap = AUTO_BATCH.get(device_name(self.base["device"]), AUTO_BATCH["cpu"])
+        device = device_name(self.base["device"])
+        if device == "cpu" and self.base["attack"] in CPU_ALONE:
+            return 1
+        cap = AUTO_BATCH.get(device, AUTO_BATCH["cpu"])
         return max(1, min(cap, math.ceil(runs / (self.workers * REPORTS_PER_WORKER))))
 
     def events(self) -> Iterator:

@@ -1,6 +1,6 @@
-"""Several runs as one program: a sweep's runs of DLG or iDLG (FedSGD), DLM or DLM+ (FedAvg) that differ only
-in seed, photo and defense strength are attacked together, trial i of one vectorised L-BFGS being run i
-(`several_runs` in attacks/dlg.py and attacks/dlm.py),
+"""Several runs as one program: a sweep's runs of DLG, iDLG or Inverting Gradients (FedSGD), DLM or DLM+ (FedAvg)
+that differ only in seed, photo and defense strength are attacked together, trial i of one vectorised L-BFGS (or
+Inverting Gradients' signed Adam) being run i (`several_runs` in attacks/dlg.py, dlm.py and invgrad.py),
 then dealt back into one ordinary `Run` each — scored, timed and recorded as if it had run alone.
 
     runs = prepare([scenario_a, scenario_b, ...], stop_event)   # scenarios for which `share_key` agrees
@@ -18,17 +18,20 @@ from typing import Iterator
 from . import catalog  # the rest is imported where it is used: `can_share` and `share_key` serve the web server,
 # which groups a sweep's runs and never imports torch (its workers do)
 
-ATTACKS = {"fedsgd": ("dlg", "idlg"), "fedavg": ("dlm", "dlm-plus")}  # the attacks `prepare` can batch
+ATTACKS = {"fedsgd": ("dlg", "idlg", "invgrad"), "fedavg": ("dlm", "dlm-plus")}  # the attacks `prepare` can batch
 # what may differ between runs of one program: everything else (model, data, steps, learning rate) is shared
 VARYING = {"seed", "images", "defense"} | {p.name for d in catalog.DEFENSES.values() for p in d.params}
 
 
 def can_share(params: dict) -> bool:
-    """A run that can be attacked together with others: DLG or iDLG on a plain FedSGD gradient of one client,
-    DLM or DLM+ on a FedAvg client's updates, the robust loop with one start (what `several_runs` is the same
-    as, to tolerance)."""
-    return (params["attack"] in ATTACKS.get(params["protocol"], ()) and params.get("clients", 1) == 1
-            and params.get("trials", 1) == 1 and params.get("loop") == "robust")
+    """A run that can be attacked together with others: DLG, iDLG or Inverting Gradients on a plain FedSGD
+    gradient of one client, DLM or DLM+ on a FedAvg client's updates; one start (L-BFGS's: the robust loop),
+    which is what `several_runs` is the same as, to tolerance."""
+    if params["attack"] not in ATTACKS.get(params["protocol"], ()) or params.get("clients", 1) != 1:
+        return False
+    if params["attack"] == "invgrad":
+        return params.get("restarts", 0) == 0
+    return params.get("trials", 1) == 1 and params.get("loop") == "robust"
 
 
 def share_key(params: dict) -> tuple:
@@ -53,12 +56,16 @@ def prepare(scenarios: list, stop_event) -> list:
         for s in scenarios:
             obs, kn, truth = protocol.run(dict(s.params), device, None)
             cases.append((obs, kn.restricted(attack.needs), truth))
-    if p0["protocol"] == "fedavg":
-        from .attacks.dlm import several_runs
+    runs, seeds = [(obs, kn) for obs, kn, _ in cases], [s["seed"] for s in scenarios]
+    if p0["attack"] == "invgrad":
+        from .attacks.invgrad import several_runs as adam_runs
+        steps = adam_runs(runs, p0, seeds, device)
     else:
-        from .attacks.dlg import several_runs
-    steps = several_runs([(obs, kn) for obs, kn, _ in cases], p0, [s["seed"] for s in scenarios], device,
-                         fixed_labels=p0["attack"] == "idlg")
+        if p0["protocol"] == "fedavg":
+            from .attacks.dlm import several_runs
+        else:
+            from .attacks.dlg import several_runs
+        steps = several_runs(runs, p0, seeds, device, fixed_labels=p0["attack"] == "idlg")
     dealer = _Dealer(steps, len(scenarios))
     return [Run(s, stop_event=stop_event, source="sweep", prepared=(obs, kn, truth, dealer.stream(i)))
             for i, (s, (obs, kn, truth)) in enumerate(zip(scenarios, cases))]

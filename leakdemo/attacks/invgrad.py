@@ -127,3 +127,77 @@ def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     if compiling:
         value_and_grad, note = compile_objective(value_and_grad, x)
     yield from racing_signed_adam(value_and_grad, x, p["iterations"], p["lr"], labels, note=note)
+
+
+def runs_objective(runs: list[tuple[Observation, Knowledge]], labels: torch.Tensor, tv: float,
+                   vectorised: bool, device) -> ValueAndGrad:
+    """Inverting Gradients' objective for several runs at once (a sweep's seeds, photos and defense strengths):
+    trial k is run k, with its own model weights, shared gradient and inferred labels (k, B). vectorised: one
+    vmapped torch.func program, each run's weights, gradient and labels vmapped with its image (for a GPU, or
+    compiled); otherwise a loop over the runs' own models with autograd — each trial then computes exactly
+    what the run alone computes."""
+    models = [kn.model.to(device).train() for _, kn in runs]
+    targets = [[t.to(device) for t in obs.payload] for obs, _ in runs]
+
+    def loss_of(k: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        def loss(x):
+            return (cosine_distance(model_gradients(models[k], x, labels[k], create_graph=True), targets[k])
+                    + tv * total_variation(x))
+        return loss
+
+    if not vectorised:
+        def looped(x):
+            losses, grads = [], []
+            for k, xk in enumerate(x.detach()):
+                xk.requires_grad_(True)
+                value = loss_of(k)(xk)
+                grads.append(torch.autograd.grad(value, [xk])[0])
+                losses.append(value.detach())
+            return torch.stack(losses), torch.stack(grads)
+        return looped
+
+    fmodel, buffers = trial_model(models[0])
+    names = [n for n, _ in fmodel.named_parameters()]
+    weights = tuple(torch.stack([dict(m.named_parameters())[n].detach() for m in models]) for n in names)
+    gradients = tuple(torch.stack([t[i] for t in targets]) for i in range(len(names)))
+
+    def func_loss(x, case, y):
+        w, target = dict(zip(names, case[:len(names)])), case[len(names):]
+        return cosine_distance(functional_gradients(fmodel, w, buffers, x, y), list(target)) + tv * total_variation(x)
+
+    both = vmap(grad_and_value(func_loss))
+    cases = weights + gradients
+
+    def vmapped(x):
+        g, value = both(x, cases, labels)
+        return value, g
+    return vmapped
+
+
+def several_runs(runs: list[tuple[Observation, Knowledge]], p: dict, seeds: list[int], device) -> Iterator[Step]:
+    """Several runs of one Inverting Gradients scenario at once — a sweep's seeds, photos and defense
+    strengths: trial k is run k, with its own model, shared gradient, inferred labels and seeded start (the one
+    it draws alone), one signed Adam on the whole batch (Adam works element by element: K independent Adams).
+    Each step carries every run's images and loss; leakdemo.together deals it back to its run."""
+    k = len(runs)
+    guesses = [infer_labels(kn.model, obs.payload, kn.batch_size) for obs, kn in runs]
+    labels = torch.tensor(guesses, device=device)
+    flat = [c for g in guesses for c in g]
+    kn0 = runs[0][1]
+    shape = (kn0.batch_size, *kn0.input_shape)
+    x = torch.stack([torch.rand(shape, generator=torch.Generator().manual_seed(s * 1000 + 29)) for s in seeds]).to(device)
+    compiling = wanted(p, device, k)
+    value_and_grad = runs_objective(runs, labels, p["tv_weight"], compiling or torch.device(device).type == "cuda",
+                                    device)
+    yield Step(0, p["iterations"], float("nan"), x.detach().flatten(0, 1), flat,
+               f"{k} runs attacked at once, one start each", stage=COMPILING if compiling else None,
+               losses=torch.full((k,), float("nan")))
+    note = None
+    if compiling:
+        value_and_grad, note = compile_objective(value_and_grad, x)
+    for i, loss in enumerate(signed_adam_trials(value_and_grad, x, p["iterations"], p["lr"]), 1):
+        yield Step(i, p["iterations"], loss[0], x.detach().flatten(0, 1).clone(), flat, note if i == 1 else None,
+                   losses=loss)  # a copy: x moves on while the runs that have not taken this step yet wait
+    final, _ = value_and_grad(x)
+    yield Step(p["iterations"], p["iterations"], final[0], x.detach().flatten(0, 1).clone(), flat,
+               f"each of the {k} runs kept its last estimate", final=True, losses=final.detach())
