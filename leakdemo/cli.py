@@ -536,8 +536,11 @@ def _sweep_json(ev) -> dict:
     from dataclasses import asdict
     from .tradeoff import plain
     d = {k: v for k, v in asdict(ev).items() if k not in ("point", "rows", "points", "row")}
-    if hasattr(ev, "point"):
+    if isinstance(getattr(ev, "point", None), dict):
         d["point"] = plain(ev.point)
+    elif hasattr(ev, "point"):  # a run came back: its point's index, and the point so far
+        d["point"] = ev.point
+        d["row"] = plain(ev.row) if ev.row is not None else None
     if hasattr(ev, "rows"):
         d["rows"] = [plain(r) for r in ev.rows]
     if hasattr(ev, "points"):

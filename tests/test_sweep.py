@@ -224,17 +224,19 @@ def test_stopping_keeps_the_points_already_done():
 def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     out = tmp_path / "out"
     r = cli("sweep", "dlg", "--set", "image_size=16", "--set", "iterations=10", "--set", "defense=prune",
-            "--vary", "prune_ratio=0.5,0.99", "--jsonl", "--out", str(out), "--workers", "2")
+            "--vary", "prune_ratio=0.5,0.99", "--seeds", "2", "--jsonl", "--out", str(out), "--workers", "2")
     assert r.returncode == 0, r.stderr
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     assert lines[0]["event"] == "started" and lines[-1]["event"] == "finished"
     assert sum(x["event"] == "point" for x in lines) == 3
+    runs = [x for x in lines if x["event"] == "run"]  # a point's first seed back: its index and the row so far
+    assert len(runs) == 3 and all(x["point"] in (0, 1, 2) and x["row"]["runs"] == 1 for x in runs)
     assert sorted(os.listdir(out)) == ["strip.png", "sweep.csv", "sweep.json", "tradeoff.png"]
     header = (out / "sweep.csv").read_text().splitlines()[0].split(",")
     assert {"label", "prune_ratio", "psnr", "test_accuracy", "epsilon", "privacy"} <= set(header)
     assert len(json.loads((out / "sweep.json").read_text())["rows"]) == 3
     listed = cli("runs", "list", "--json")
-    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 3
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 6
 
 
 @pytest.mark.timeout(600)
