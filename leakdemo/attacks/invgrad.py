@@ -189,7 +189,7 @@ def several_runs(runs: list[tuple[Observation, Knowledge]], p: dict, seeds: list
     compiling = wanted(p, device, k)
     value_and_grad = runs_objective(runs, labels, p["tv_weight"], compiling or torch.device(device).type == "cuda",
                                     device)
-    yield Step(0, p["iterations"], float("nan"), x.detach().flatten(0, 1), flat,
+    yield Step(0, p["iterations"], float("nan"), x.detach().flatten(0, 1).clone(), flat,
                f"{k} runs attacked at once, one start each", stage=COMPILING if compiling else None,
                losses=torch.full((k,), float("nan")))
     note = None
@@ -197,7 +197,7 @@ def several_runs(runs: list[tuple[Observation, Knowledge]], p: dict, seeds: list
         value_and_grad, note = compile_objective(value_and_grad, x)
     for i, loss in enumerate(signed_adam_trials(value_and_grad, x, p["iterations"], p["lr"]), 1):
         yield Step(i, p["iterations"], loss[0], x.detach().flatten(0, 1).clone(), flat, note if i == 1 else None,
-                   losses=loss)  # a copy: x moves on while the runs that have not taken this step yet wait
+                   losses=loss)  # copies: x moves on while the runs that have not taken a step yet wait
     final, _ = value_and_grad(x)
     yield Step(p["iterations"], p["iterations"], final[0], x.detach().flatten(0, 1).clone(), flat,
                f"each of the {k} runs kept its last estimate", final=True, losses=final.detach())
