@@ -37,8 +37,8 @@ MAX_BATCH = 256  # runs attacked as one program, at most (--batch)
 AUTO_BATCH = {"cpu": 8, "cuda": 64}
 REPORTS_PER_WORKER = 3
 # ...except where batching measured no gain on a CPU: an Inverting Gradients sweep's time there is its utility
-# (training the ConvNet federation, ~25 s a run against ~2 s of attack), and programs of several runs, each
-# training its utilities one after another, balanced the two workers worse (258 s batched against 198 s alone)
+# (training the ConvNet federation, ~25 s a run against ~2 s of attack; 8 runs on one worker: 261 s batched,
+# 254 s alone), and a program trains its runs' utilities one after another, which balances workers worse
 CPU_ALONE = {"invgrad"}
 RECOGNISABLE_DB = 20.0  # PSNR from which a reconstruction counts as recognisable
 LOGIT_PROTOCOLS = catalog.LOGIT_PROTOCOLS
