@@ -6,8 +6,10 @@ on start-up — importing the dashboard, drawing into nowhere, holding its memor
 a neutral __main__ instead: they import only what their target needs."""
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 import types
 from contextlib import contextmanager
 
@@ -25,3 +27,17 @@ def plain_main():
         finally:
             if main is not None:
                 sys.modules["__main__"] = main
+
+
+def exit_with_parent(every: float = 1.0) -> None:
+    """In a worker: end this process within `every` seconds of the process that started it (killed outright,
+    a closed terminal, `timeout`). Otherwise it would finish the runs queued for nobody and then wait forever
+    on its queue, holding its memory (measured: a killed CLI sweep's two workers computed on for ~8 minutes,
+    then sat idle with 1 GB each)."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(every)
+        os._exit(1)
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()

@@ -526,7 +526,10 @@ def _record(store, rec: dict) -> None:
 
 def _worker_init() -> None:
     import torch
+
+    from .spawn import exit_with_parent
     torch.set_num_threads(1)  # one run per core: several small runs beat one run on many threads
+    exit_with_parent()  # a sweep killed outright takes its workers with it
 
 
 def _run_local(units: list[Task | Batch], workers: int, stop: threading.Event, _address) -> Iterator[dict]:

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -237,6 +238,52 @@ def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     assert len(json.loads((out / "sweep.json").read_text())["rows"]) == 3
     listed = cli("runs", "list", "--json")
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 6
+
+
+def _children(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is pid, from /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(pid) and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads processes from /proc (Linux)")
+def test_a_sweep_killed_outright_takes_its_workers_with_it(store_path):
+    """kill -9 on a CLI sweep (or a closed terminal): its worker processes end within seconds, instead of
+    computing the queued runs for nobody and then waiting forever with their memory."""
+    proc = subprocess.Popen([sys.executable, "-m", "leakdemo", "sweep", "dlg", "--set", "image_size=16",
+                             "--set", "iterations=5000", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=1e-4,1",
+                             "--workers", "2", "--fresh"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_children(proc.pid)) < 3:  # two workers and their tracker
+            time.sleep(0.5)
+        started = _children(proc.pid)
+        assert len(started) >= 2, started
+        time.sleep(5)  # the workers are computing their runs
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(p) for p in started):
+        time.sleep(0.5)
+    assert not any(_alive(p) for p in started), [p for p in started if _alive(p)]
 
 
 @pytest.mark.timeout(600)

@@ -196,6 +196,8 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
 
     from ..data import available_samples, sample_image
     from ..runner import Run
+    from ..spawn import exit_with_parent
+    exit_with_parent()  # a server killed outright takes its workers with it, mid-run too
     # the machine, for the server (which never imports torch): first, so that it waits seconds, not the warm-up
     machine = device.measure()
     results.put(("facts", machine))
@@ -222,14 +224,8 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
             break  # a job waits: its run pays these first-time costs itself
         warm()
     results.put(("warm", None))
-    parent = os.getppid()
     while True:
-        try:
-            job = jobs.get(timeout=1.0)
-        except queue.Empty:
-            if os.getppid() != parent:  # the server is gone (killed outright): do not linger
-                return
-            continue
+        job = jobs.get()  # a server gone meanwhile ends this process (exit_with_parent)
         if job is None:
             return
         job_id, scenario_dict, uploads = job
