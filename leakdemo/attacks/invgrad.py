@@ -64,11 +64,16 @@ def trials_objective(loss: Callable[[torch.Tensor], torch.Tensor], func_loss: Ca
             return value, g
         return vmapped
 
+    return looped_trials(lambda k: loss)
+
+
+def looped_trials(loss_of: Callable[[int], Callable[[torch.Tensor], torch.Tensor]]) -> ValueAndGrad:
+    """x (K, ...) -> (losses (K,), ∂loss/∂x): trial k's loss `loss_of(k)`, one trial after another with autograd."""
     def looped(x):
         losses, grads = [], []
-        for xk in x.detach():
+        for k, xk in enumerate(x.detach()):
             xk.requires_grad_(True)
-            value = loss(xk)
+            value = loss_of(k)(xk)
             grads.append(torch.autograd.grad(value, [xk])[0])
             losses.append(value.detach())
         return torch.stack(losses), torch.stack(grads)
@@ -146,15 +151,7 @@ def runs_objective(runs: list[tuple[Observation, Knowledge]], labels: torch.Tens
         return loss
 
     if not vectorised:
-        def looped(x):
-            losses, grads = [], []
-            for k, xk in enumerate(x.detach()):
-                xk.requires_grad_(True)
-                value = loss_of(k)(xk)
-                grads.append(torch.autograd.grad(value, [xk])[0])
-                losses.append(value.detach())
-            return torch.stack(losses), torch.stack(grads)
-        return looped
+        return looped_trials(loss_of)
 
     fmodel, buffers = trial_model(models[0])
     names = [n for n, _ in fmodel.named_parameters()]
