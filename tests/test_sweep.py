@@ -118,6 +118,46 @@ def test_utility_is_measured_and_falls_with_noise(tmp_path):
     assert utility.measure(dict(from_preset("cafe").params)) is None  # VFL reports its own training loss
 
 
+def test_a_convnet_federation_s_clients_looped_give_what_vmapped_gives():
+    """The convolutional nets' clients are computed one after another (faster on a CPU): each client's
+    gradient must be the one the vmapped program gives — from the server's weights (FedSGD) and from its own
+    (FedAvg, every client's weights different here)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.func import functional_call, grad
+
+    from leakdemo.protocols.fedsgd import make_model
+    p = dict(from_preset("invgrad", {"image_size": 16}).params)
+    assert p["model"] in utility.LOOPED_MODELS
+    torch.manual_seed(0)
+    model = make_model(p)
+    torch.func.replace_all_batch_norm_modules_(model)
+    names, buffers = [n for n, _ in model.named_parameters()], dict(model.named_buffers())
+    gradient = grad(lambda w, x, y: F.cross_entropy(functional_call(model, (dict(zip(names, w)), buffers), (x,)), y))
+    xb, yb = torch.rand(4, 8, 3, 16, 16), torch.randint(0, 10, (4, 8))
+    shared = [w.detach() for w in model.parameters()]
+    own = [w.unsqueeze(0) + 0.1 * torch.randn(4, *w.shape) for w in shared]
+    for params, is_shared in ((shared, True), (own, False)):
+        looped = utility.client_gradients(gradient, params, xb, yb, is_shared, looped=True)
+        vmapped = utility.client_gradients(gradient, params, xb, yb, is_shared, looped=False)
+        assert [t.shape for t in looped] == [t.shape for t in vmapped]
+        for a, b in zip(looped, vmapped):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+        assert not torch.allclose(looped[0][0], looped[0][1])  # the clients' gradients differ
+
+
+def test_the_federation_trains_with_onednn_and_the_attacks_keep_it_off(monkeypatch):
+    """oneDNN trains the federation's batches faster but slows the attacks' double backward: on for the
+    training only, and off again after it, in a process that runs attacks."""
+    import torch
+
+    import leakdemo.runner  # noqa: F401  (turns oneDNN off for the attacks)
+    seen = []
+    monkeypatch.setattr(utility, "_federation", lambda p, defended: seen.append(torch.backends.mkldnn.enabled) or 0.5)
+    assert utility._train(dict(from_preset("invgrad").params), True) == 0.5
+    assert seen == [True] and torch.backends.mkldnn.enabled is False
+
+
 # ---------------------------------------------------------------- a sweep end to end
 
 
