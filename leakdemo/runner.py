@@ -29,9 +29,13 @@ MAX_KEYFRAMES = 48  # frames kept for the progress GIF (thinned uniformly: memor
 MAX_HISTORY = 4000  # curve points kept (thinned uniformly)
 STOPPED_IN_SETUP = "stopped during the set-up, before the attack's first step"
 
-# oneDNN (mkldnn) is slower than PyTorch's native CPU kernels for these tiny convolutions with double
-# backward: measured 1.6x per DLG function evaluation and 1.15x per Inverting Gradients step here.
+# oneDNN (mkldnn) is slower than PyTorch's native CPU kernels for the gradient-matching attacks' tiny
+# convolutions with double backward: measured 1.6x per DLG function evaluation and 1.15x per Inverting
+# Gradients step here. It is faster where networks train on batches: the logit-sharing federations and PLI's
+# inversion networks (`run pli` 22.9 s against 30.5 s, the same figures) and CAFE's vertical federation
+# (`run cafe` 36.3 s against 58.5 s; 33.40 against 33.42 dB). Each run sets it for its attack; off by default.
 torch.backends.mkldnn.enabled = False
+ONEDNN_ATTACKS = {"pli", "tbi", "cafe"}
 
 
 def to_hwc(images: torch.Tensor) -> np.ndarray:
@@ -136,6 +140,7 @@ class Run:
         p = dict(s.params)
         t_setup = time.perf_counter()
         device = resolve_device(p["device"])
+        torch.backends.mkldnn.enabled = p["attack"] in ONEDNN_ATTACKS  # one run at a time in a process
         protocol = catalog.PROTOCOLS[p["protocol"]]
         attack = catalog.ATTACKS[p["attack"]]
         try:  # Stop reaches the set-up too: a warm-up or a federation's rounds check it (cancel.py)

@@ -143,3 +143,14 @@ def test_attack_sees_only_observation_and_knowledge(monkeypatch, tiny):
     for t in obs.payload:
         assert t.shape != truth.shape
     assert "images" not in vars(obs) and "labels" not in vars(kn)
+
+
+def test_each_run_sets_onednn_for_its_attack():
+    """oneDNN slows the gradient-matching attacks' double backward and speeds PLI's and CAFE's trainings: a
+    run turns it on or off for its own attack, whatever ran before it in the process."""
+    seen = {}
+    for preset, over in (("pli-digits", {"inversion_epochs": 1}), ("dlg", {"iterations": 2}), ("cafe", {"iterations": 2})):
+        for ev in Run(from_preset(preset, over)).events():
+            seen.setdefault(preset, torch.backends.mkldnn.enabled)  # while the attack runs
+            assert not isinstance(ev, Failed), ev
+    assert seen == {"pli-digits": True, "dlg": False, "cafe": True}
