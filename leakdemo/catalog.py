@@ -102,7 +102,7 @@ PROTOCOLS = {
         "sends it to the server.",
         params=DATA_PARAMS + MODEL_PARAMS + (
             Param("batch_size", "int", 1, "images in the client's batch (larger batches leak less per image)",
-                  low=1, high=64, group="protocol", defends=True),
+                  low=1, high=64, log=True, group="protocol", defends=True),
             Param("clients", "int", 1, "clients in the round, each sending the gradient of its own batch; the "
                   "server sees each gradient apart (no secure aggregation), and DLG or iDLG attacks them all "
                   "at once, one start per client in one vectorised program", low=1, high=256, group="protocol",
@@ -121,8 +121,8 @@ PROTOCOLS = {
         "Each client trains the server's weights for a few local SGD steps on its private data and sends "
         "the new weights back. Many believe this is safe where gradients are not.",
         params=DATA_PARAMS + MODEL_PARAMS + (
-            Param("batch_size", "int", 1, "images in each local mini-batch", low=1, high=64, group="protocol",
-                  defends=True, label="Mini-batch size"),
+            Param("batch_size", "int", 1, "images in each local mini-batch", low=1, high=64, log=True,
+                  group="protocol", defends=True, label="Mini-batch size"),
             Param("local_steps", "int", 1, "local SGD steps per round, each on its own mini-batch (more steps "
                   "blur the update)", low=1, high=32, group="protocol", defends=True),
             Param("local_lr", "float", 0.01, "the client's learning rate η (larger steps make the update "

@@ -554,7 +554,7 @@ def _sweep_json(ev) -> dict:
 def cmd_record_gallery(args) -> int:
     from .gallery import GALLERY, record, record_sweeps
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    path = (record_sweeps(args.out or GALLERY, progress) if args.sweeps_only
+    path = (record_sweeps(args.out or GALLERY, progress, missing=args.missing) if args.sweeps_only or args.missing
             else record(args.out or GALLERY, progress=progress))
     print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
     return 0
@@ -628,6 +628,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", metavar="FILE", help="write them here instead")
     p.add_argument("--sweeps-only", dest="sweeps_only", action="store_true",
                    help="keep the gallery's showcases, record the built-in sweeps' runs anew")
+    p.add_argument("--missing", action="store_true",
+                   help="keep every recorded run; record only the built-in sweeps' runs the gallery lacks "
+                        "(a new sweep), leaving the others' charts as shipped")
     p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
     p.add_argument("action", choices=("list", "show", "export", "delete"))
     p.add_argument("rest", nargs="*", metavar="ID [DIR]")

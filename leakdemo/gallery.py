@@ -2,7 +2,8 @@
 so the Compare page can replay them at once on a fresh install, offline, before anything has run — and the
 runs of every built-in sweep, so the Trade-offs page and the presenter draw each one's chart at once too.
 
-`python -m leakdemo record-gallery` records them again; `--sweeps-only` renews the sweeps alone."""
+`python -m leakdemo record-gallery` records them again; `--sweeps-only` renews the sweeps alone, and
+`--missing` adds only the runs the gallery lacks (a new built-in sweep)."""
 from __future__ import annotations
 
 import os
@@ -14,8 +15,8 @@ from .errors import LeakdemoError
 
 # every built-in sweep (assets/sweeps/), drawn at once on a fresh install: the presenter's trade-off charts and
 # the Trade-offs page's choices; a test checks that none is left out
-GALLERY_SWEEPS = ("sweep-dp-dlg", "sweep-prune-dlg", "sweep-dp-dlm-plus", "sweep-fake-gradients-cafe",
-                  "sweep-noise-pli", "sweep-topk-pli")
+GALLERY_SWEEPS = ("sweep-dp-dlg", "sweep-prune-dlg", "sweep-batch-dlg", "sweep-dp-dlm-plus",
+                  "sweep-fake-gradients-cafe", "sweep-noise-pli", "sweep-topk-pli")
 GALLERY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "gallery.sqlite")
 
 
@@ -111,30 +112,32 @@ def record(path: str = GALLERY, progress=print) -> str:
     return _compact(work, path, tmp)
 
 
-def record_sweeps(path: str = GALLERY, progress=print, source: str = GALLERY) -> str:
+def record_sweeps(path: str = GALLERY, progress=print, source: str = GALLERY, missing: bool = False) -> str:
     """The gallery at `source` with the GALLERY_SWEEPS' runs recorded anew, written to `path`; its showcases
-    stay as they are."""
+    stay as they are. missing: keep every recorded run (whatever code version recorded it) and record only
+    the runs the gallery lacks — a new built-in sweep's — so the others' charts stay as shipped."""
     import shutil
 
     from .store import RunStore
     tmp = tempfile.mkdtemp(prefix="gallery-", dir=os.path.dirname(os.path.abspath(path)))
     work = os.path.join(tmp, "gallery.sqlite")
     shutil.copyfile(source, work)
-    with sqlite3.connect(work) as conn:
-        conn.execute("DELETE FROM images WHERE run_id IN (SELECT id FROM runs WHERE source = 'sweep')")
-        conn.execute("DELETE FROM runs WHERE source = 'sweep'")
-    _record_sweeps(RunStore(work), progress)
+    if not missing:
+        with sqlite3.connect(work) as conn:
+            conn.execute("DELETE FROM images WHERE run_id IN (SELECT id FROM runs WHERE source = 'sweep')")
+            conn.execute("DELETE FROM runs WHERE source = 'sweep'")
+    _record_sweeps(RunStore(work, any_version=missing), progress, fresh=not missing)
     return _compact(work, path, tmp)
 
 
-def _record_sweeps(store, progress) -> None:
+def _record_sweeps(store, progress, fresh: bool = True) -> None:
     from .scenario import load
     from .sweep import PointDone, Sweep, SweepFinished, parse_axis
     from .sweeps import sweeps
     for name in GALLERY_SWEEPS:
         spec = sweeps()[name]
         base = load(spec.base, spec.set)
-        sweep = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds, store=store, fresh=True)
+        sweep = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds, store=store, fresh=fresh)
         for ev in sweep.events():
             if isinstance(ev, PointDone):
                 progress(f"sweep {name}: {ev.done_runs}/{ev.total_runs} runs")

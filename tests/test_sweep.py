@@ -345,14 +345,15 @@ def test_every_built_in_sweep_resolves():
     from leakdemo.scenario import load
     from leakdemo.sweeps import sweeps
     names = set(sweeps())
-    assert {"sweep-dp-dlg", "sweep-prune-dlg", "sweep-dp-dlm-plus", "sweep-fake-gradients-cafe",
+    assert {"sweep-dp-dlg", "sweep-prune-dlg", "sweep-batch-dlg", "sweep-dp-dlm-plus", "sweep-fake-gradients-cafe",
             "sweep-topk-pli"} <= names
     for spec in sweeps().values():
         base = load(spec.base, spec.set)
         sweep = Sweep(base, [parse_axis(v, base) for v in spec.vary], seeds=spec.seeds)
         tasks = sweep.tasks()
         assert tasks and not any(p.runs for p in sweep.points), spec.name  # no point is refused
-        assert sweep.points[0].undefended
+        # a defense's sweep starts from the undefended point; a protocol knob's (batch size) has no defense
+        assert sweep.points[0].undefended == (base["defense"] != "none"), spec.name
     assert "sweep-dp-dlg" in cli("list").stdout
 
 

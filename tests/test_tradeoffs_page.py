@@ -317,6 +317,12 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
     assert not at.exception and len(at.get("plotly_chart")) == 2
     assert any("Recorded: 24 runs, 8 points, from the gallery" in str(p.proto) for p in at.get("progress"))
+    # a protocol knob's sweep has no undefended point, and says so; batch sizes 1…16 on a log axis
+    at.selectbox(key="t_sweep").set_value("sweep-batch-dlg").run()
+    assert not at.exception and len(at.get("plotly_chart")) == 2
+    assert "— 5 points × 3 seeds = 15 runs" in texts(at)
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["xaxis"]["title"]["text"].endswith("(batch_size)")
     # a sweep the gallery does not hold (a custom one) waits for Run sweep
     at.selectbox(key="t_sweep").set_value("custom").run()
     assert not at.exception and not at.get("plotly_chart")

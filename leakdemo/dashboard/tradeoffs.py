@@ -531,7 +531,8 @@ def main() -> None:
     try:
         sweep, title, _ = build(spec)
         n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
-        summary = (f"**{title}** — {n_points} points (the undefended one included) × {plural(len(sweep.seeds), 'seed')} "
+        undefended = " (the undefended one included)" if any(pt.undefended for pt in sweep.points) else ""
+        summary = (f"**{title}** — {n_points} points{undefended} × {plural(len(sweep.seeds), 'seed')} "
                    f"= {runs} runs. " + ", ".join(f"`{a.name}` ∈ {{{', '.join(f'{v:.3g}' if isinstance(v, float) else str(v) for v in a.values)}}}"
                                                  for a in sweep.axes))
     except LeakdemoError as e:
