@@ -119,6 +119,10 @@ def test_crowded_points_carry_one_picture_not_a_pile():
         r["psnr"], r["attack_accuracy"] = 15.0, r["psnr"]
     lo, hi = tradeoff_figure(rows, ["dp_sigma"]).layout.xaxis.range
     assert lo <= 0.95 and 1.0 <= hi <= 1.005
+    # one that costs nothing below 1 (sweep-batch-dlg's 0.951 at every batch size) sits mid-axis, not on its edge
+    rows = [row(0, 0.951, 90.0), row(1, 0.951, 47.0), row(2, 0.951, 15.0)]
+    lo, hi = tradeoff_figure(rows, ["batch_size"]).layout.xaxis.range
+    assert abs((lo + hi) / 2 - 0.951) < 1e-9 and hi - lo > 0.05
 
 
 def test_attack_accuracy_is_drawn_on_its_whole_scale():

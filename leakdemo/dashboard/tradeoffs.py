@@ -400,16 +400,20 @@ def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -
     xs = [utility_of(r)[1] for r in rows]
     ys = [v for r in rows for v in ([r[key]] + list(r.get("psnr_range") or [] if key == "psnr" else []))]
     ys += [0.0, 1.0] if key == "attack_accuracy" else []  # a share: its whole scale (see SHARE_RANGE)
-    # an accuracy that no defense moves (PLI's client keeps 1.0) widens its axis leftwards, never above 1
-    lo_x = min(xs) if utility_of(rows[0])[0] == "training_loss" else min(min(xs), max(xs) - 0.05)
-    span_x, span_y = max(max(xs) - lo_x, 0.05), max(max(ys) - min(ys), 1e-3)
+    lo_x, hi_x = min(xs), max(xs)
+    if utility_of(rows[0])[0] != "training_loss" and hi_x - lo_x < 0.05:
+        # an accuracy that no defense moves (PLI's client keeps 1.0; averaging a batch costs 0.95 nothing) sits
+        # in the middle of a 0.05 span, which never goes above 1 (at 1.0 it widens leftwards)
+        hi_x = min(1.0, (lo_x + hi_x) / 2 + 0.025)
+        lo_x = hi_x - 0.05
+    span_x, span_y = max(hi_x - lo_x, 0.05), max(max(ys) - min(ys), 1e-3)
     for r in _apart(sorted(shown, key=lambda r: (not r["undefended"], r[key])), key, 0.09 * span_x, 0.16 * span_y):
         url, _ = png_once(("chart", r["index"], r["runs"]), lambda r=r: _small(r["thumbnail"][0]),
                           memo_name="chart_thumbs", limit=80)
         fig.add_layout_image(source=url, x=utility_of(r)[1], y=r[key] + 0.04 * span_y, xref="x", yref="y",
                              sizex=0.09 * span_x, sizey=0.16 * span_y, xanchor="center", yanchor="bottom",
                              sizing="contain", layer="above")
-    fig.update_xaxes(range=[lo_x - 0.08 * span_x, max(xs) + 0.08 * span_x])
+    fig.update_xaxes(range=[lo_x - 0.08 * span_x, hi_x + 0.08 * span_x])
     fig.update_yaxes(range=[min(ys) - 0.08 * span_y, max(ys) + 0.28 * span_y])
 
 
