@@ -161,7 +161,7 @@ PROTOCOLS = {
             Param("workers", "int", 4, "parties holding the features: the image is cut into a grid of this many "
                   "tiles (4 → quadrants, 2 → halves)", low=1, high=16, group="protocol", paper=CAFE_PAPER),
             Param("batch_size", "int", 40, "samples per VFL iteration, chosen by the server (larger batches do "
-                  "not protect against CAFE)", low=1, high=2000, group="protocol", defends=True),
+                  "not protect against CAFE)", low=1, high=2000, log=True, group="protocol", defends=True),
             Param("train_lr", "float", 0.0, "Adam learning rate of the federation while it is attacked (0 = the "
                   "model stays fixed, the strongest attack; larger steps blur the equations)", low=0.0, high=0.1,
                   group="protocol", defends=True, paper=CAFE_PAPER, label="Training learning rate"),
@@ -700,6 +700,12 @@ def attacks_for(protocol: str) -> list[str]:
 
 def defenses_for(protocol: str) -> list[str]:
     return [n for n, d in DEFENSES.items() if protocol in d.protocols]
+
+
+def defending_knobs(protocol: str) -> list[Param]:
+    """The protocol's numeric settings that also defend (batch size, local steps, clients …): what a sweep
+    without a defense varies."""
+    return [p for p in PROTOCOLS[protocol].params if p.defends and p.kind in ("int", "float")]
 
 
 def params_for(protocol: str, attack: str, defense: str) -> dict[str, Param]:

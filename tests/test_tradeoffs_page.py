@@ -48,6 +48,25 @@ def test_a_link_with_a_defense_the_preset_cannot_sweep_says_so():
     assert at.selectbox(key="t_defense").value == "dp-gaussian"
 
 
+def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
+    """Without a defense, Custom varies what the protocol itself does that defends — a larger batch, more local
+    steps — and nothing else: the attack's own iterations are not a defense's trade-off."""
+    at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
+    at.selectbox(key="t_defense").set_value("none").run()
+    assert not at.exception and not at.error
+    assert at.text_input(key="t_vary").value == "batch_size=1..16:5"  # doublings, on a log axis
+    assert "**DLG against batch size (dlg)** — 5 points × 1 seed = 5 runs. `batch_size` ∈ {1, 2, 4, 8, 16}" \
+        in texts(at)
+    assert not at.button[0].disabled
+    at.text_input(key="t_vary").set_value("iterations=10..100:3").run()
+    assert not at.exception and at.button[0].disabled
+    assert any(e.value == "vary: without a defense, vary a protocol knob that defends: batch_size, warmup_steps; "
+                          "got iterations" for e in at.error), [e.value for e in at.error]
+    at = page(sweep="custom", preset="dlm-plus", defense="none", vary="local_steps=1,2,4")  # a shared link
+    assert not at.exception and not at.error and not at.warning
+    assert "**DLM+ against local steps (dlm-plus)** — 3 points × 1 seed = 3 runs" in texts(at)
+
+
 def test_bad_link_values_are_reported_not_fatal():
     at = page(sweep="nope", seeds="99")
     assert not at.exception

@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from .. import catalog
 from ..artifacts import upscale
-from ..errors import LeakdemoError
+from ..errors import LeakdemoError, ParamError
 from ..scenario import load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
@@ -47,15 +47,27 @@ CSS = f"""
 # ---------------------------------------------------------------- what to sweep (URL <-> widgets <-> Sweep)
 
 
-def _sweepable(defense: str) -> list[str]:
-    comp = catalog.DEFENSES[defense]
-    return [p.name for p in comp.params if p.kind in ("int", "float") and p.name != "dp_delta"]
+def _protocol(preset: str) -> str:
+    return presets()[preset].params.get("protocol", "fedsgd")
+
+
+def _sweepable(defense: str, preset: str) -> list:
+    """What a sweep of this defense varies (its numeric strengths); without a defense ("none"), the preset's
+    protocol knobs that defend — batch size, local steps, clients."""
+    if defense == "none":
+        return catalog.defending_knobs(_protocol(preset))
+    return [p for p in catalog.DEFENSES[defense].params if p.kind in ("int", "float") and p.name != "dp_delta"]
 
 
 def _sweepable_defenses(preset: str) -> list[str]:
-    """The defenses a sweep can vary on this preset's protocol: those with a numeric strength."""
-    protocol = presets()[preset].params.get("protocol", "fedsgd")
-    return [d for d in catalog.defenses_for(protocol) if d != "none" and _sweepable(d)]
+    """The defenses a sweep can vary on this preset's protocol: those with a numeric strength, then "none"
+    (a protocol knob instead) where the protocol has one."""
+    out = [d for d in catalog.defenses_for(_protocol(preset)) if d != "none" and _sweepable(d, preset)]
+    return out + (["none"] if _sweepable("none", preset) else [])
+
+
+def _defense_title(defense: str) -> str:
+    return "None: vary a protocol knob (batch size …)" if defense == "none" else catalog.DEFENSES[defense].title
 
 
 def _init_from_query() -> None:
@@ -109,12 +121,13 @@ def _controls() -> dict:
     if st.session_state.get("t_defense") not in defenses:  # a preset whose protocol lacks the defense
         st.session_state["t_defense"] = defenses[0]
         _new_defense()
-    defense = sb.selectbox("Defense", defenses, key="t_defense", format_func=lambda d: catalog.DEFENSES[d].title,
+    defense = sb.selectbox("Defense", defenses, key="t_defense", format_func=_defense_title,
                            on_change=_new_defense)
-    names = _sweepable(defense)
+    names = [p.name for p in _sweepable(defense, preset)]
+    whose = "Protocol knobs that defend" if defense == "none" else "Parameters of this defense"
     sb.text_input("Vary (NAME=LOW..HIGH:N or NAME=a,b,c)", key="t_vary",
-                  help=f"Parameters of this defense: {', '.join(names)}. Log-spaced where the catalog says so "
-                       f"(e.g. noise σ); 2 to {MAX_POINTS} points.")
+                  help=f"{whose}: {', '.join(names)}. Log-spaced where the catalog says so "
+                       f"(e.g. noise σ, batch size); 2 to {MAX_POINTS} points.")
     seeds = sb.slider("Seeds per point", 1, MAX_SEEDS, key="t_seeds")
     extra = st.session_state.get("t_set") or {}
     if extra:
@@ -126,12 +139,15 @@ def _controls() -> dict:
 def _new_defense() -> None:
     """Another defense: start from a range of its first parameter (what the user typed is never replaced
     otherwise — a wrong name is an error to read, not something to paper over)."""
-    d = catalog.DEFENSES[st.session_state["t_defense"]]
-    st.session_state["t_vary"] = default_vary(d.param(_sweepable(d.name)[0]))
+    st.session_state["t_vary"] = default_vary(_sweepable(st.session_state["t_defense"], st.session_state["t_preset"])[0])
 
 
 def default_vary(p) -> str:
-    """A first range for a parameter: two decades either side of its default when it is log-scaled."""
+    """A first range for a parameter: two decades either side of its default when it is log-scaled; a count
+    (batch size) in five doublings from a quarter of its default: 1, 2, 4, 8, 16 from 1; 10 … 160 from 40."""
+    if p.log and p.kind == "int":
+        lo = max(p.low, p.default // 4)
+        return f"{p.name}={lo:g}..{min(p.high, max(4 * p.default, 16 * lo)):g}:5"
     if p.log:
         return f"{p.name}={max(p.low or 0, p.default / 100):g}..{min(p.high, p.default * 100):g}:5"
     return f"{p.name}={p.low:g}..{p.high:g}:5"
@@ -151,6 +167,13 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     base = load(spec["preset"], {**{k: v for k, v in spec.items() if k not in SPEC_KEYS},
                                  "defense": spec["defense"]})
     axes = [parse_axis(spec["vary"], base)]
+    if spec["defense"] == "none":  # a protocol knob instead of a defense: one that defends, not any setting
+        knobs = {p.name: p for p in _sweepable("none", spec["preset"])}
+        if axes[0].name not in knobs:
+            raise ParamError("vary", f"without a defense, vary a protocol knob that defends: "
+                                     f"{', '.join(knobs) or 'this protocol has none'}; got {axes[0].name}")
+        title = f"{catalog.ATTACKS[base['attack']].short} against {knobs[axes[0].name].title.lower()} ({spec['preset']})"
+        return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
     defense = catalog.DEFENSES[spec["defense"]].title
     if defense.split()[0] not in NAMED_AFTER_PEOPLE:  # "against magnitude pruning", "against Gaussian noise"
         defense = defense[:1].lower() + defense[1:]
