@@ -320,6 +320,8 @@ _GRADIENT_KNOWLEDGE = (
     "the batch size and the image size",
 )
 
+# what DLM and DLM+ are told of the client's schedule to replay several local steps (never η: see attacks/dlm.py)
+LOCAL_SCHEDULE = ("local_steps", "minibatch_size", "momentum")
 _WEIGHT_KNOWLEDGE = (
     "the model architecture and the weights it sent in every round",
     "the weights the client uploaded after every round (after any defense)",
@@ -366,7 +368,7 @@ ATTACKS = {
                   "not know)", low=1e-3, high=1e6, log=True, paper=DLM_PAPER, label="Start of k (≈ 1/η)"),
             _TRIALS,
         ),
-        check=trials_check, paper=DLM_PAPER, protocols=("fedavg",),
+        check=trials_check, paper=DLM_PAPER, protocols=("fedavg",), needs=LOCAL_SCHEDULE,
         knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the scale k stands in for 1/η",),
         run=_attack("dlm"),
     ),
@@ -382,7 +384,7 @@ ATTACKS = {
             _tv_weight(0.0, DLM_PAPER, note=" (helps batches)"),
             _TRIALS,
         ),
-        check=trials_check, paper=DLM_PAPER, protocols=("fedavg",),
+        check=trials_check, paper=DLM_PAPER, protocols=("fedavg",), needs=LOCAL_SCHEDULE,
         knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the normalisation removes it",),
         run=_attack("dlm", "dlm_plus"),
     ),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from leakdemo import catalog
-from leakdemo.attacks.dlm import _trial_loss, normalised_distance
+from leakdemo.attacks.dlm import _trial_loss, local_schedule, normalised_distance, replayed_steps
 from leakdemo.attacks.gradients import infer_labels, l2_distance, model_gradients
 from leakdemo.attacks.agic import _Problem
 from leakdemo.attacks.invgrad import signed_adam_trials, trial_objective, trials_objective
@@ -142,11 +142,13 @@ def test_invgrad_restarts_race_and_the_best_start_is_kept():
     assert progress[-1].trials.shape == (3, 16, 16, 3) and len(progress[-1].trials_psnr) == 3
 
 
-@pytest.mark.parametrize("attack", ["dlm", "dlm-plus"])
-def test_a_racing_dlm_trial_has_the_sequential_loops_objective(attack):
+@pytest.mark.parametrize("attack,steps", [("dlm", 1), ("dlm-plus", 1), ("dlm", 2), ("dlm-plus", 2)])
+def test_a_racing_dlm_trial_has_the_sequential_loops_objective(attack, steps):
     """DLM/DLM+ racing: the vmapped objective of each trial (torch.func, each round at its own weights, the
-    scale k packed after the soft label) equals the sequential loop's autograd objective, value and gradient."""
-    sc = from_preset(attack, {"image_size": 16, "seed": 2, "rounds_per_epoch": 2, "batch_size": 1})
+    scale k packed after the soft label; with two local steps, each round replayed) equals the sequential
+    loop's autograd objective, value and gradient."""
+    sc = from_preset(attack, {"image_size": 16, "seed": 2, "rounds_per_epoch": 2, "batch_size": 1,
+                              "local_steps": steps})
     p = dict(sc.params)
     obs, kn, _ = catalog.PROTOCOLS["fedavg"].run(p, torch.device("cpu"))
     kn.model.double()
@@ -163,7 +165,12 @@ def test_a_racing_dlm_trial_has_the_sequential_loops_objective(attack):
         def distance(grads, delta, ex):
             return normalised_distance(grads, delta, "global")
         extras = ()
-    vmapped = _objective(_trial_loss(kn.model, rounds, per, distance, 0.0), None, shape, classes, extras)
+    schedule = local_schedule(kn)
+    assert schedule == (steps, 1, 0.0)
+    vmapped = _objective(_trial_loss(kn.model, rounds, per, distance, 0.0, schedule), None, shape, classes, extras)
+
+    def grad_at(w, x, label, graph):
+        return model_gradients(kn.model, x, label, create_graph=graph, weights=w)
     g = torch.Generator().manual_seed(5)
     n_x, n_y = math.prod(shape), shape[0] * classes
     z = torch.cat([torch.rand(3, n_x, generator=g), torch.randn(3, n_y, generator=g),
@@ -173,9 +180,13 @@ def test_a_racing_dlm_trial_has_the_sequential_loops_objective(attack):
         x = z[k, :n_x].view(shape).clone().requires_grad_(True)
         y = z[k, n_x:n_x + n_y].view(shape[0], classes).clone().requires_grad_(True)
         ex = [z[k, n_x + n_y:].reshape(()).clone().requires_grad_(True)] if extras else []
-        total = sum(distance(model_gradients(kn.model, x[i * per:(i + 1) * per], torch.softmax(y, -1)[i * per:(i + 1) * per],
-                                             create_graph=True, weights=r.weights), r.delta, ex)
+        total = sum(distance(replayed_steps(grad_at, r.weights, x[i * per:(i + 1) * per],
+                                            torch.softmax(y, -1)[i * per:(i + 1) * per], r.delta, schedule), r.delta, ex)
                     for i, r in enumerate(rounds))
+        if steps == 1:  # the gradient itself, as before the replay
+            assert torch.isclose(total, sum(distance(model_gradients(
+                kn.model, x[i * per:(i + 1) * per], torch.softmax(y, -1)[i * per:(i + 1) * per], create_graph=True,
+                weights=r.weights), r.delta, ex) for i, r in enumerate(rounds)), rtol=0, atol=0)
         alone = torch.cat([t.flatten() for t in torch.autograd.grad(total, [x, y, *ex])])
         assert torch.isclose(values[k], total.detach(), rtol=1e-10, atol=0)
         assert torch.allclose(grads[k], alone, rtol=1e-8, atol=1e-12), (k, (grads[k] - alone).abs().max())
