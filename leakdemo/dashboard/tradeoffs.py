@@ -67,7 +67,7 @@ def _sweepable_defenses(preset: str) -> list[str]:
 
 
 def _defense_title(defense: str) -> str:
-    return "None: vary a protocol knob (batch size …)" if defense == "none" else catalog.DEFENSES[defense].title
+    return "None: vary a protocol knob instead" if defense == "none" else catalog.DEFENSES[defense].title
 
 
 def _init_from_query() -> None:
