@@ -336,6 +336,8 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert [t["name"] for t in chart["data"] if t.get("showlegend") is not False] == ["clip norm off", "clip norm = 4"]
     assert chart["layout"]["xaxis"]["title"]["text"] == "noise σ (dp_sigma)"
     assert ["clip norm off", "clip norm = 4"] == [c.value for c in at.caption if c.value.startswith("clip norm")]
+    assert "The reconstruction as the defense grows" in [h.value for h in at.subheader]
+    assert any(c.value.startswith("Left to right: noise σ (dp_sigma).") for c in at.caption)
     # every built-in sweep ships: choosing another draws it at once too
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
     assert not at.exception and len(at.get("plotly_chart")) == 2
@@ -346,6 +348,7 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert "— 5 points × 3 seeds = 15 runs" in texts(at)
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["xaxis"]["title"]["text"].endswith("(batch_size)")
+    assert "The reconstruction against batch size" in [h.value for h in at.subheader]  # the knob, not "the defense"
     # a sweep the gallery does not hold (a custom one) waits for Run sweep
     at.selectbox(key="t_sweep").set_value("custom").run()
     assert not at.exception and not at.get("plotly_chart")

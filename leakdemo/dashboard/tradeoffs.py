@@ -677,7 +677,12 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
     pics = [r for r in rows if r.get("thumbnail") is not None]
     if not pics or not axes:
         return
-    st.subheader("The reconstruction as the defense grows")
+    base = base or {}
+    knob = base.get("defense") == "none"  # a protocol knob swept instead of a defense
+    st.subheader(f"The reconstruction against {catalog.param_label(base, axes[0])}" if knob
+                 else "The reconstruction as the defense grows")
+    st.caption(f"Left to right: {axis_title(axes[0], base)}. Each picture is the first image of the point's first "
+               f"run; its figure, the point's median over all its runs.")
     key = privacy_key(rows)
     clean = next((r for r in pics if r["undefended"]), None)
     for name, series in named_series(pics, axes, base):
