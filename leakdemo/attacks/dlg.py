@@ -48,7 +48,8 @@ Objective = Callable[[torch.Tensor, torch.Tensor, list[torch.Tensor]], torch.Ten
 
 
 def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, label_guess: list[int],
-                      fixed_labels: bool, extras: tuple[torch.Tensor, ...] = (), trial_loss=None) -> Iterator[Step]:
+                      fixed_labels: bool, extras: tuple[torch.Tensor, ...] = (), trial_loss=None,
+                      label_starts: list[list[int]] | None = None) -> Iterator[Step]:
     """The L-BFGS loop shared by DLG, iDLG (fixed labels), DLM and DLM+.
 
     objective(x, label, extras) -> loss, where label is the class indices (fixed_labels) or the soft
@@ -56,6 +57,8 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
     trial_loss is the same objective in torch.func (racing.py); when p["compile"] asks for it the loop
     evaluates that, compiled (compiled.py), on the variables packed into one vector — the same L-BFGS, each
     evaluation about 3× faster on a CPU.
+    label_starts: soft labels' starting guesses, start j (a restart) from the j-th in turn (DLM's dealings of
+    the labels to local steps); default label_guess for every start.
     """
     bs, shape = kn.batch_size, (kn.batch_size, *kn.input_shape)
     loop, total, max_restarts = p["loop"], p["iterations"], p["restarts"]
@@ -72,7 +75,8 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
         x = _initial_image(shape, g, loop).to(device).requires_grad_(True)
         variables = [x]
         if hard is None:
-            y = _initial_label_logits(label_guess, bs, kn.num_classes, g, loop).to(device).requires_grad_(True)
+            starts = label_starts or [label_guess]
+            y = _initial_label_logits(starts[trial % len(starts)], bs, kn.num_classes, g, loop).to(device).requires_grad_(True)
             variables.append(y)
         ex = [e.detach().clone().to(device).requires_grad_(True) for e in extras]
         variables += ex
@@ -174,7 +178,8 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             break
         trial += 1
         yield Step(done, total, best_loss, (best_x if best_x is not None else x.detach()), best_labels,
-                   f"{reason} — restarting from a new random start ({trial}/{max_restarts})")
+                   f"{reason} — restarting from a new random start ({trial}/{max_restarts})"
+                   + (", the labels dealt to the local steps another way" if len(label_starts or ()) > 1 else ""))
     if best_x is None:  # every step was non-finite: report the last estimate honestly
         best_x, best_labels = x.detach(), None
     yield Step(done, total, best_loss, best_x.clamp(0, 1), best_labels, final_note, final=True)

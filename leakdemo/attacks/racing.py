@@ -137,7 +137,8 @@ def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, 
 
 def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess: list[int], fixed_labels: bool,
                     extras: tuple[torch.Tensor, ...] = (), clients: list[list[int]] | None = None,
-                    cases: tuple | None = None, seeds: list[int] | None = None, noun: str = "client") -> Iterator[Step]:
+                    cases: tuple | None = None, seeds: list[int] | None = None, noun: str = "client",
+                    dealings: list[list[list[int]]] | None = None) -> Iterator[Step]:
     """K starts of `gradient_matching` (dlg.py) racing: loss(x, label, extras) is one trial's objective,
     written with torch.func (see `shared_gradient_loss`); extras are further variables (DLM's k).
 
@@ -146,11 +147,15 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     that client's next — and the answer is every client's best estimate, not the best trial. Client i's
     trial takes exactly the steps a race of one start takes on its gradient alone (tested).
     seeds: each slot's own seed for its starts (several runs at once, `runs_loss`; default p["seed"] for all);
-    noun: what one slot is, in the notes ("client", "run")."""
+    noun: what one slot is, in the notes ("client", "run").
+    dealings: each slot's label guesses for its starts in turn — start j's soft labels begin at the (j mod n)-th,
+    as the sequential loop's start j does (DLM's dealings of the labels to local steps, `dlm.step_dealings`);
+    default the slot's one guess."""
     each = clients is not None
     k, total = (len(clients) if each else p["trials"]), p["iterations"]
     bs, shape, classes = kn.batch_size, (kn.batch_size, *kn.input_shape), kn.num_classes
     guesses = clients if each else [label_guess] * k
+    dealings = dealings or [[guess] for guess in guesses]
     hard = None
     if fixed_labels:
         hard = torch.tensor(guesses, device=device) if each else torch.tensor(label_guess, device=device)
@@ -160,7 +165,8 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         g = torch.Generator().manual_seed((p["seed"] if seeds is None else seeds[slot]) * 1000 + 17 + j)
         parts = [_initial_image(shape, g, "robust").flatten()]
         if hard is None:
-            parts.append(_initial_label_logits(guesses[slot], bs, classes, g, "robust").flatten())
+            dealt = dealings[slot]
+            parts.append(_initial_label_logits(dealt[j % len(dealt)], bs, classes, g, "robust").flatten())
         parts += [e.detach().float().flatten() for e in extras]
         return torch.cat(parts).to(device)
 
