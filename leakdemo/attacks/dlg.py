@@ -35,10 +35,17 @@ def _initial_image(shape, g: torch.Generator, loop: str) -> torch.Tensor:
     return (0.5 + 0.1 * torch.randn(shape, generator=g)).clamp(0, 1)
 
 
-def _initial_label_logits(guess: list[int], bs: int, classes: int, g, loop: str) -> torch.Tensor:
+def _initial_label_logits(guess: list[int], bs: int, classes: int, g, loop: str, undecided: int = 0) -> torch.Tensor:
+    """Soft labels' start: confident in each slot's guess; with `undecided` > 0, the slots in blocks of that
+    many start evenly spread over their block's guessed labels — when the guesses say which labels a block
+    holds but not which slot holds which (DLM over several local steps)."""
     if loop == "original":
         return torch.randn((bs, classes), generator=g)
     logits = torch.zeros((bs, classes))
+    if undecided:
+        for at in range(0, len(guess), undecided):
+            logits[at:at + undecided, sorted(set(guess[at:at + undecided]))] = 5.0
+        return logits
     for i, c in enumerate(guess):
         logits[i, c] = 5.0  # a confident start; the label stays free to move
     return logits
@@ -49,7 +56,7 @@ Objective = Callable[[torch.Tensor, torch.Tensor, list[torch.Tensor]], torch.Ten
 
 def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, label_guess: list[int],
                       fixed_labels: bool, extras: tuple[torch.Tensor, ...] = (), trial_loss=None,
-                      label_starts: list[list[int]] | None = None) -> Iterator[Step]:
+                      undecided: int = 0) -> Iterator[Step]:
     """The L-BFGS loop shared by DLG, iDLG (fixed labels), DLM and DLM+.
 
     objective(x, label, extras) -> loss, where label is the class indices (fixed_labels) or the soft
@@ -57,8 +64,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
     trial_loss is the same objective in torch.func (racing.py); when p["compile"] asks for it the loop
     evaluates that, compiled (compiled.py), on the variables packed into one vector — the same L-BFGS, each
     evaluation about 3× faster on a CPU.
-    label_starts: soft labels' starting guesses, start j (a restart) from the j-th in turn (DLM's dealings of
-    the labels to local steps); default label_guess for every start.
+    undecided: soft labels start undecided within blocks of this many slots (`_initial_label_logits`).
     """
     bs, shape = kn.batch_size, (kn.batch_size, *kn.input_shape)
     loop, total, max_restarts = p["loop"], p["iterations"], p["restarts"]
@@ -75,8 +81,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
         x = _initial_image(shape, g, loop).to(device).requires_grad_(True)
         variables = [x]
         if hard is None:
-            starts = label_starts or [label_guess]
-            y = _initial_label_logits(starts[trial % len(starts)], bs, kn.num_classes, g, loop).to(device).requires_grad_(True)
+            y = _initial_label_logits(label_guess, bs, kn.num_classes, g, loop, undecided).to(device).requires_grad_(True)
             variables.append(y)
         ex = [e.detach().clone().to(device).requires_grad_(True) for e in extras]
         variables += ex
@@ -178,8 +183,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             break
         trial += 1
         yield Step(done, total, best_loss, (best_x if best_x is not None else x.detach()), best_labels,
-                   f"{reason} — restarting from a new random start ({trial}/{max_restarts})"
-                   + (", the labels dealt to the local steps another way" if len(label_starts or ()) > 1 else ""))
+                   f"{reason} — restarting from a new random start ({trial}/{max_restarts})")
     if best_x is None:  # every step was non-finite: report the last estimate honestly
         best_x, best_labels = x.detach(), None
     yield Step(done, total, best_loss, best_x.clamp(0, 1), best_labels, final_note, final=True)

@@ -13,8 +13,9 @@ With several local steps per round (each on its own mini-batch) the update is no
 after the first are taken at weights the earlier steps moved. Matching ΔW to one gradient of all the images
 caps the attack (DLM+ at two steps of η = 0.01: 24.7 dB). Our addition: the objective replays the steps
 (`replayed_steps`) at the rate η̂ the observation itself implies — the first-order update's norm against
-‖ΔW‖ — so DLM+ still needs no learning rate; with one step nothing changes. Which step saw which label
-ΔW does not say, so each start (restart, racing start) deals the labels to the steps its own way.
+‖ΔW‖ — so DLM+ still needs no learning rate; with one step nothing changes. The labels read off ΔW's
+last layer say which labels a round held, not which step saw which, and the replay makes that matter: each
+dummy image's soft label starts undecided among its round's labels (`undecided_labels`), and the fit settles it.
 """
 from __future__ import annotations
 
@@ -82,36 +83,12 @@ def replayed_steps(grad_at, weights: list[torch.Tensor], x: torch.Tensor, label:
     return total
 
 
-def step_dealings(labels: list[int], steps: int, batch: int, most: int) -> list[list[int]]:
-    """Up to `most` distinct ways to deal a round's labels to its local steps (`batch` per step): the order
-    they were read in first, then the reverse, then others drawn at random (a fixed draw). The labels come
-    from ΔW's last layer, which sums every step's and says nothing of which step saw which; with the steps
-    replayed the dealing matters (32 px, two steps, seed 1: 8.1 dB as read, 20.9 dealt the other way)."""
-    if steps == 1 or len(labels) != steps * batch or most <= 1:
-        return [list(labels)]
-
-    def key(order):  # the order within a step does not matter: a step's gradient is its batch's mean
-        return tuple(tuple(sorted(order[t * batch:(t + 1) * batch])) for t in range(steps))
-    out, seen = [], set()
-    g = torch.Generator().manual_seed(len(labels) * 7919 + steps)
-    candidates = [list(labels), list(reversed(labels))]
-    candidates += [[labels[i] for i in torch.randperm(len(labels), generator=g).tolist()] for _ in range(20 * most)]
-    for order in candidates:
-        if key(order) not in seen:
-            seen.add(key(order))
-            out.append(order)
-            if len(out) == most:
-                break
-    return out
-
-
-def label_starts(rounds, schedule: tuple[int, int, float], most: int) -> list[list[int]]:
-    """The first epoch's label guesses for `most` starts: start j deals every round's labels its j-th way
-    (`step_dealings`), so racing starts and restarts try different dealings; the first is the order read."""
-    steps, batch, _ = schedule
-    per_round = [step_dealings(r.labels, steps, batch, most) for r in rounds]
-    count = max(len(d) for d in per_round)
-    return [[c for d in per_round for c in d[j % len(d)]] for j in range(count)]
+def undecided_labels(kn: Knowledge) -> int:
+    """How many slots (a round's images) start with their soft labels undecided among the round's labels: all
+    of them when the round took several local steps — a start confident in the order read stalls where
+    another order is the truth (16 px, four steps: 17–20 dB as read, 18–41 undecided over seeds 0–3) — and
+    none for one step, whose gradient does not depend on which slot holds which label."""
+    return kn.batch_size if local_schedule(kn)[0] > 1 else 0
 
 
 def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) -> Iterator[Step]:
@@ -119,8 +96,7 @@ def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) 
     model.train()
     rounds = first_epoch(prepare_rounds(obs, kn, device))
     per, schedule = kn.batch_size, local_schedule(kn)
-    guesses = label_starts(rounds, schedule, max(p.get("trials", 1), p.get("restarts", 0) + 1))
-    guess = guesses[0]
+    guess = [c for r in rounds for c in r.labels]
     tv = p.get("tv_weight", 0.0)
 
     def grad_at(weights, x, label, graph):
@@ -137,11 +113,11 @@ def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) 
     trial_loss = _trial_loss(model, rounds, per, distance, tv, schedule)
     if p.get("trials", 1) > 1:
         yield from racing_matching(slots_knowledge(kn, rounds), p, device, trial_loss, guess, fixed_labels=False,
-                                   extras=extras, dealings=[guesses] * p["trials"])
+                                   extras=extras, undecided=undecided_labels(kn))
         return
     yield from gradient_matching(slots_knowledge(kn, rounds), p, device, objective, guess, fixed_labels=False,
                                  extras=extras, trial_loss=trial_loss if wanted(p, device, 1) else None,
-                                 label_starts=guesses)
+                                 undecided=undecided_labels(kn))
 
 
 def _functional_grad_at(model, names: list[str], buffers: dict):
@@ -212,7 +188,7 @@ def several_runs(runs: list[tuple[Observation, Knowledge]], p: dict, seeds: list
             part = slice(i * per, (i + 1) * per)
             total = total + distance(replayed_steps(grad_at, w, x[part], label[part], delta, schedule), delta, ex)
         return total + tv * total_variation(x) if tv else total
-    dealings = [label_starts(e, schedule, p.get("restarts", 0) + 1) for e in epochs]
+    guesses = [[c for r in e for c in r.labels] for e in epochs]
     yield from racing_matching(slots_knowledge(runs[0][1], epochs[0]), p, device, loss, [], fixed_labels,
-                               extras=extras, clients=[d[0] for d in dealings], cases=weights + deltas, seeds=seeds,
-                               noun="run", dealings=dealings)
+                               extras=extras, clients=guesses, cases=weights + deltas, seeds=seeds, noun="run",
+                               undecided=undecided_labels(runs[0][1]))

@@ -138,7 +138,7 @@ def _objective(loss: TrialLoss, hard: torch.Tensor | None, shape, classes: int, 
 def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess: list[int], fixed_labels: bool,
                     extras: tuple[torch.Tensor, ...] = (), clients: list[list[int]] | None = None,
                     cases: tuple | None = None, seeds: list[int] | None = None, noun: str = "client",
-                    dealings: list[list[list[int]]] | None = None) -> Iterator[Step]:
+                    undecided: int = 0) -> Iterator[Step]:
     """K starts of `gradient_matching` (dlg.py) racing: loss(x, label, extras) is one trial's objective,
     written with torch.func (see `shared_gradient_loss`); extras are further variables (DLM's k).
 
@@ -148,14 +148,11 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     trial takes exactly the steps a race of one start takes on its gradient alone (tested).
     seeds: each slot's own seed for its starts (several runs at once, `runs_loss`; default p["seed"] for all);
     noun: what one slot is, in the notes ("client", "run").
-    dealings: each slot's label guesses for its starts in turn — start j's soft labels begin at the (j mod n)-th,
-    as the sequential loop's start j does (DLM's dealings of the labels to local steps, `dlm.step_dealings`);
-    default the slot's one guess."""
+    undecided: soft labels start undecided within blocks of this many slots (`dlg._initial_label_logits`)."""
     each = clients is not None
     k, total = (len(clients) if each else p["trials"]), p["iterations"]
     bs, shape, classes = kn.batch_size, (kn.batch_size, *kn.input_shape), kn.num_classes
     guesses = clients if each else [label_guess] * k
-    dealings = dealings or [[guess] for guess in guesses]
     hard = None
     if fixed_labels:
         hard = torch.tensor(guesses, device=device) if each else torch.tensor(label_guess, device=device)
@@ -165,8 +162,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         g = torch.Generator().manual_seed((p["seed"] if seeds is None else seeds[slot]) * 1000 + 17 + j)
         parts = [_initial_image(shape, g, "robust").flatten()]
         if hard is None:
-            dealt = dealings[slot]
-            parts.append(_initial_label_logits(dealt[j % len(dealt)], bs, classes, g, "robust").flatten())
+            parts.append(_initial_label_logits(guesses[slot], bs, classes, g, "robust", undecided).flatten())
         parts += [e.detach().float().flatten() for e in extras]
         return torch.cat(parts).to(device)
 
