@@ -15,7 +15,7 @@ from .errors import LeakdemoError
 
 # every built-in sweep (assets/sweeps/), drawn at once on a fresh install: the presenter's trade-off charts and
 # the Trade-offs page's choices; a test checks that none is left out
-GALLERY_SWEEPS = ("sweep-dp-dlg", "sweep-prune-dlg", "sweep-batch-dlg", "sweep-dp-dlm-plus",
+GALLERY_SWEEPS = ("sweep-dp-dlg", "sweep-prune-dlg", "sweep-batch-dlg", "sweep-dp-dlm-plus", "sweep-steps-dlm-plus",
                   "sweep-fake-gradients-cafe", "sweep-noise-pli", "sweep-topk-pli")
 GALLERY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "gallery.sqlite")
 
