@@ -124,7 +124,7 @@ PROTOCOLS = {
             Param("batch_size", "int", 1, "images in each local mini-batch", low=1, high=64, log=True,
                   group="protocol", defends=True, label="Mini-batch size"),
             Param("local_steps", "int", 1, "local SGD steps per round, each on its own mini-batch (more steps "
-                  "blur the update)", low=1, high=32, group="protocol", defends=True),
+                  "blur the update)", low=1, high=32, log=True, group="protocol", defends=True),
             Param("local_lr", "float", 0.01, "the client's learning rate η (larger steps make the update "
                   "less like one gradient)", low=1e-6, high=1.0, log=True, group="protocol", defends=True,
                   label="Local learning rate η"),

@@ -260,6 +260,18 @@ def test_presenter_steps_through_the_showcases():
     assert {"clip norm off", "clip norm = 4"} <= {t["name"] for t in chart["data"]}
 
 
+def test_presenter_names_a_protocol_knobs_sweep_by_its_knob(store_path):
+    """A sweep of local steps is no defense's cost: the scene says what it varies, on a log axis of doublings."""
+    at = AppTest.from_file(PRESENT, default_timeout=120)
+    at.query_params["scenes"] = "sweep:sweep-steps-dlm-plus"
+    at.run()
+    assert not at.exception and at.title[0].value == "Privacy against utility, by local steps"
+    import json
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["xaxis"]["title"]["text"] == \
+        "local steps (local_steps)"
+
+
 def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeypatch):
     from leakdemo import gallery
     monkeypatch.setattr(gallery, "_gallery_or_none", lambda: None)  # a gallery without the sweep: say how to fill it

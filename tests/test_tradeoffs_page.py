@@ -349,6 +349,7 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["xaxis"]["title"]["text"].endswith("(batch_size)")
     assert "The reconstruction against batch size" in [h.value for h in at.subheader]  # the knob, not "the defense"
+    assert chart["layout"]["title"]["text"] == "Leakage and utility by batch size"
     # a sweep the gallery does not hold (a custom one) waits for Run sweep
     at.selectbox(key="t_sweep").set_value("custom").run()
     assert not at.exception and not at.get("plotly_chart")

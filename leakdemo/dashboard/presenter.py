@@ -333,7 +333,9 @@ def sweep_scene(name: str, choices: dict) -> None:
     if name not in memo:
         memo[name] = _sweep_rows(spec)
     rows, axes, recorded, problem, base = memo[name]
-    _head("What a defense costs: privacy against utility",
+    knob = (base or {}).get("defense") == "none"  # a protocol knob's sweep (batch size, local steps): no defense
+    _head(f"Privacy against utility, by {catalog.param_label(base, axes[0].name)}" if knob
+          else "What a defense costs: privacy against utility",
           spec.title + (" · recorded with the gallery" if recorded else ""), choices)
     if problem:
         st.info(problem)

@@ -256,7 +256,9 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=utility_range(rows, uname),
                      tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
     # short enough for a half-width chart on a 1024-px laptop ("… against the defense's strength" ran past it)
-    fig.update_layout(title=dict(text="Leakage and utility by strength", subtitle=dict(text=subtitle)),
+    knob = (base or {}).get("defense") == "none"  # a protocol knob's sweep: by that knob, not a strength
+    title = f"Leakage and utility by {catalog.param_label(base, axes[0])}" if knob else "Leakage and utility by strength"
+    fig.update_layout(title=dict(text=title, subtitle=dict(text=subtitle)),
                       height=420, margin=dict(l=10, r=10, t=70 + 14 * subtitle.count("<br>"), b=10),
                       legend=dict(orientation="h", y=-0.25))
     return fig
