@@ -83,6 +83,12 @@ def named_series(rows: list[dict], axes: list[str], base: dict | None = None) ->
     return out
 
 
+def knob_name(axis: str, base: dict | None) -> str | None:
+    """The swept protocol knob's name in words ('batch size', 'local steps') when the sweep varies a knob of
+    the protocol instead of a defense; None for a defense's sweep. The charts are named after it."""
+    return param_label(base, axis) if (base or {}).get("defense") == "none" else None
+
+
 def axis_title(axis: str, base: dict | None = None) -> str:
     """'noise σ (dp_sigma)': the swept parameter as the sidebar names it, with the code the sweep's summary
     and the CLI use."""
@@ -157,7 +163,8 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
         handles = (handles[0] + more[0], handles[1] + more[1])
     left.legend(*handles, fontsize=7, loc="center left")
     left.grid(alpha=0.3)
-    left.set_title("leakage and utility against " + ("the formal ε" if by_epsilon else "the defense's strength"),
+    knob = knob_name(axes[0], base) if axes else None
+    left.set_title("leakage and utility against " + ("the formal ε" if by_epsilon else knob or "the defense's strength"),
                    fontsize=9)
 
     usable = [r for r in rows if r.get(key) is not None and utility_of(r)[1] is not None]

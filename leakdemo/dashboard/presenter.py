@@ -327,15 +327,15 @@ def sweep_scene(name: str, choices: dict) -> None:
     """A built-in sweep's chart, drawn from this machine's run store when it holds every run, else from the
     gallery's recording (sweep-dp-dlg ships there); otherwise it says what to run."""
     from ..sweeps import sweeps
+    from ..tradeoff import knob_name
     from .tradeoffs import LINE_STYLES, strength_figure
     spec = sweeps()[name]
     memo = st.session_state.setdefault("p_sweep_rows", {})
     if name not in memo:
         memo[name] = _sweep_rows(spec)
     rows, axes, recorded, problem, base = memo[name]
-    knob = (base or {}).get("defense") == "none"  # a protocol knob's sweep (batch size, local steps): no defense
-    _head(f"Privacy against utility, by {catalog.param_label(base, axes[0].name)}" if knob
-          else "What a defense costs: privacy against utility",
+    knob = knob_name(axes[0].name, base) if axes else None  # a protocol knob's sweep (batch size): no defense
+    _head(f"Privacy against utility, by {knob}" if knob else "What a defense costs: privacy against utility",
           spec.title + (" · recorded with the gallery" if recorded else ""), choices)
     if problem:
         st.info(problem)

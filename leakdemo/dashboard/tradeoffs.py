@@ -20,7 +20,7 @@ from ..scenario import load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
-from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, named_series, plain, privacy_key, sweep_csv,
+from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, knob_name, named_series, plain, privacy_key, sweep_csv,
                         utility_range)
 from ..words import plural
 from .pictures import IMAGE_CSS, png_once
@@ -256,9 +256,8 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=utility_range(rows, uname),
                      tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
     # short enough for a half-width chart on a 1024-px laptop ("… against the defense's strength" ran past it)
-    knob = (base or {}).get("defense") == "none"  # a protocol knob's sweep: by that knob, not a strength
-    title = f"Leakage and utility by {catalog.param_label(base, axes[0])}" if knob else "Leakage and utility by strength"
-    fig.update_layout(title=dict(text=title, subtitle=dict(text=subtitle)),
+    fig.update_layout(title=dict(text=f"Leakage and utility by {knob_name(axes[0], base) or 'strength'}",
+                                 subtitle=dict(text=subtitle)),
                       height=420, margin=dict(l=10, r=10, t=70 + 14 * subtitle.count("<br>"), b=10),
                       legend=dict(orientation="h", y=-0.25))
     return fig
@@ -679,10 +678,8 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
     pics = [r for r in rows if r.get("thumbnail") is not None]
     if not pics or not axes:
         return
-    base = base or {}
-    knob = base.get("defense") == "none"  # a protocol knob swept instead of a defense
-    st.subheader(f"The reconstruction against {catalog.param_label(base, axes[0])}" if knob
-                 else "The reconstruction as the defense grows")
+    knob = knob_name(axes[0], base)
+    st.subheader(f"The reconstruction against {knob}" if knob else "The reconstruction as the defense grows")
     st.caption(f"Left to right: {axis_title(axes[0], base)}. Each picture is the first image of the point's first "
                f"run; its figure, the point's median over all its runs.")
     key = privacy_key(rows)
