@@ -327,6 +327,9 @@ _WEIGHT_KNOWLEDGE = (
     "the weights the client uploaded after every round (after any defense)",
     "how many images each upload used, and the image size",
 )
+_DLM_LABELS = ("a first guess at the soft labels, read off the last layer's part of each update (over several local "
+               "steps it says which labels a round held, not which step saw which: each image starts undecided "
+               "among its round's)")
 
 ATTACKS = {
     "dlg": Component(
@@ -369,7 +372,7 @@ ATTACKS = {
             _TRIALS,
         ),
         check=trials_check, paper=DLM_PAPER, protocols=("fedavg",), needs=LOCAL_SCHEDULE,
-        knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the scale k stands in for 1/η",),
+        knowledge=_WEIGHT_KNOWLEDGE + (_DLM_LABELS, "not the learning rate η: the scale k stands in for 1/η",),
         run=_attack("dlm"),
     ),
     "dlm-plus": Component(
@@ -385,7 +388,7 @@ ATTACKS = {
             _TRIALS,
         ),
         check=trials_check, paper=DLM_PAPER, protocols=("fedavg",), needs=LOCAL_SCHEDULE,
-        knowledge=_WEIGHT_KNOWLEDGE + ("not the learning rate η: the normalisation removes it",),
+        knowledge=_WEIGHT_KNOWLEDGE + (_DLM_LABELS, "not the learning rate η: the normalisation removes it",),
         run=_attack("dlm", "dlm_plus"),
     ),
     "agic": Component(
