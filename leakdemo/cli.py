@@ -12,7 +12,7 @@ from . import catalog, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
-from .words import plural
+from .words import plural, small_figure
 
 
 class _Parser(argparse.ArgumentParser):
@@ -145,7 +145,7 @@ def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None,
 
 def _summary(ev: Finished) -> str:
     m = ev.metrics
-    lp = f"{m['lpips']:.3f}" if m["lpips"] is not None else "n/a"
+    lp = small_figure(m["lpips"]) if m["lpips"] is not None else "n/a"
     la = f"{m['label_accuracy']:.2f}" if m["label_accuracy"] is not None else "n/a"
     word = "Finished" if ev.status == "finished" else "Stopped"
     return (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {la}, "
@@ -332,7 +332,7 @@ def cmd_bench(args) -> int:
     w = max(16, 2 + max(map(len, names)))  # cafe-fake-gradients ran into its images column at 16
     dev_col = 7 if side_by_side else 0
     header = (f"{'preset':<{w}}{'images':<22}" + (f"{'device':<{dev_col}}" if side_by_side else "")
-              + f"{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>7}{'total s':>9}")
+              + f"{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>8}{'total s':>9}")
     print(header)
     for name in names:
         for img in image_lists:
@@ -346,7 +346,7 @@ def cmd_bench(args) -> int:
                 rows.append(r)
                 print(f"{name:<{w}}{r['images'][:21]:<22}" + (f"{where:<{dev_col}}" if side_by_side else "")
                       + f"{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
-                      f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{_fmt(r['lpips'], '.3f'):>7}{r['wall_s']:>9.1f}"
+                      f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{'-' if r['lpips'] is None else small_figure(r['lpips']):>8}{r['wall_s']:>9.1f}"
                       + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}")
                       + ("" if r["attack_accuracy"] is None else f"   attack accuracy {r['attack_accuracy']:.2f}")
                       + ("" if r["baseline_attack_accuracy"] is None else f" (TBI {r['baseline_attack_accuracy']:.2f})")

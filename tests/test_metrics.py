@@ -62,3 +62,12 @@ def test_a_reconstruction_with_nan_pixels_is_scored_as_black_not_a_crash():
 def test_label_accuracy_is_order_free():
     assert metrics.label_accuracy([1, 2, 3], [3, 2, 1]) == 1.0
     assert metrics.label_accuracy([1, 1, 3], [1, 2, 3]) == pytest.approx(2 / 3)
+
+
+def test_a_tiny_lpips_does_not_read_as_zero():
+    """CAFE's faces come back at LPIPS ≈ 0.0004: the Lab's tile and the CLI's summary must not print 0.000."""
+    from leakdemo.words import small_figure
+    assert small_figure(0.00037) == "0.00037"
+    assert small_figure(0.0048) == "0.0048"
+    assert small_figure(0.048) == "0.048" and small_figure(0.5123) == "0.512"
+    assert small_figure(0.0) == "0.000"

@@ -21,7 +21,7 @@ from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LOCAL_DATA, LPIPS_HELP, MODEL_NAMES, round_clients, round_images
 from ..scenario import from_dict, presets
-from ..words import plural
+from ..words import plural, small_figure
 from . import state
 from .axes import log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
@@ -440,7 +440,7 @@ def run_view(handle) -> None:
         cols = st.columns(5)
         cols[0].metric("PSNR", f"{m['psnr']:.1f} dB", help="peak 1, images in [0, 1], averaged per image")
         cols[1].metric("SSIM", f"{m['ssim']:.3f}")
-        cols[2].metric("LPIPS", "unavailable" if m["lpips"] is None else f"{m['lpips']:.3f}",
+        cols[2].metric("LPIPS", "unavailable" if m["lpips"] is None else small_figure(m["lpips"]),
                        help=m.get("lpips_note") or LPIPS_HELP)
         cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
         cols[4].metric("Time", f"{fin.seconds:.1f} s")
