@@ -209,7 +209,9 @@ def _torchvision_set(name: str, root: str):
             return tvd.SVHN(root, split="test", download=False)
         return getattr(tvd, name)(root, train=False, download=False)
     except Exception as e:  # torchvision raises RuntimeError for missing or corrupt data
-        raise ParamError("data_root", f"no {name} found under {root!r} (leakdemo never downloads: {e})") from None
+        why = str(e).split(" You can use download=True")[0].rstrip(".")  # torchvision's hint is not ours to give
+        raise ParamError("data_root", f"no {name} found under {root!r} ({why}); leakdemo never downloads: put it "
+                                      f"there as torchvision lays it out") from None
 
 
 # ---------------------------------------------------------------- batches

@@ -62,6 +62,9 @@ def parse_axis(text: str, base: Scenario) -> Axis:
     specs = catalog.params_for(base["protocol"], base["attack"], base["defense"])
     if name in ("protocol", "attack", "defense", "device"):
         raise ParamError(name, "cannot be swept: a sweep compares strengths of one scenario (set it with --set)")
+    if name == "seed":  # _resolve sets every run's seed: a seed axis would run one seed under several names
+        raise ParamError(name, "cannot be swept: every point already runs the sweep's seeds (--seeds N: the "
+                               "scenario's seed and the N−1 after it)")
     if name not in specs:
         known = sorted(n for n in specs if n not in ("protocol", "attack", "defense", "device"))
         owners = catalog.owners(name)
@@ -251,6 +254,8 @@ class Sweep:
             raise ParamError("seeds", f"must be an integer in [1, 16], got {seeds}")
         if images is not None and not 1 <= len(images) <= 16:
             raise ParamError("images", f"give 1 to 16 images, got {len(images)}")
+        if images is not None and any(a.name == "images" for a in axes):  # _resolve would put --images over the axis
+            raise ParamError("images", "either vary images or give --images (every point runs each), not both")
         if workers is not None and not 1 <= workers <= 64:
             raise ParamError("workers", f"must be an integer in [1, 64], got {workers}")
         if batch is not None and not 1 <= batch <= MAX_BATCH:

@@ -50,6 +50,7 @@ def test_axes_follow_the_catalog():
     ("dp_sigma=1..1e-4:4", "dp_sigma: the range must go from low to high"),
     ("dp_sigma=1e-4..100:4", "dp_sigma: must be a number in [0, 10], got 100"),
     ("defense=none,prune", "defense: cannot be swept"),
+    ("seed=1,2,3", "seed: cannot be swept: every point already runs the sweep's seeds (--seeds N"),
     ("dp_sigma", "--vary: expected NAME=LOW..HIGH:N or NAME=a,b,c"),
 ])
 def test_bad_axes_name_the_parameter(text, message):
@@ -65,6 +66,9 @@ def test_bad_sweep_on_the_command_line_is_one_line_exit_2():
     r = cli("sweep", "dlg", "--vary", "prune_ratio=0..0.9:3")
     assert r.returncode == 2 and r.stderr.startswith("error: prune_ratio: is not a parameter of protocol=fedsgd, "
                                                      "attack=dlg, defense=none (it belongs to: prune)")
+    r = cli("sweep", "dlg", "--vary", "images=coffee,rocket", "--images", "camera")  # --images would win unseen
+    assert r.returncode == 2 and r.stderr.strip() == ("error: images: either vary images or give --images (every "
+                                                      "point runs each), not both")
 
 
 # ---------------------------------------------------------------- formal privacy
