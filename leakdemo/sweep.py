@@ -63,8 +63,8 @@ def parse_axis(text: str, base: Scenario) -> Axis:
     if name in ("protocol", "attack", "defense", "device"):
         raise ParamError(name, "cannot be swept: a sweep compares strengths of one scenario (set it with --set)")
     if name == "seed":  # _resolve sets every run's seed: a seed axis would run one seed under several names
-        raise ParamError(name, "cannot be swept: every point already runs the sweep's seeds (--seeds N: the "
-                               "scenario's seed and the N−1 after it)")
+        raise ParamError(name, "cannot be swept: every point already runs the sweep's seeds per point (--seeds "
+                               "N on the command line): the scenario's seed and the ones after it")
     if name not in specs:
         known = sorted(n for n in specs if n not in ("protocol", "attack", "defense", "device"))
         owners = catalog.owners(name)

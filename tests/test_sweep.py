@@ -50,7 +50,7 @@ def test_axes_follow_the_catalog():
     ("dp_sigma=1..1e-4:4", "dp_sigma: the range must go from low to high"),
     ("dp_sigma=1e-4..100:4", "dp_sigma: must be a number in [0, 10], got 100"),
     ("defense=none,prune", "defense: cannot be swept"),
-    ("seed=1,2,3", "seed: cannot be swept: every point already runs the sweep's seeds (--seeds N"),
+    ("seed=1,2,3", "seed: cannot be swept: every point already runs the sweep's seeds per point"),
     ("dp_sigma", "--vary: expected NAME=LOW..HIGH:N or NAME=a,b,c"),
 ])
 def test_bad_axes_name_the_parameter(text, message):
