@@ -29,6 +29,7 @@ from . import catalog, privacy
 from .data import check_source
 from .errors import LeakdemoError, ParamError
 from .scenario import Scenario, resolve
+from .words import value_text
 
 MAX_POINTS = 64
 MAX_BATCH = 256  # runs attacked as one program, at most (--batch)
@@ -116,11 +117,9 @@ class Point:
     def label(self) -> str:
         if self.undefended:
             return "no defense"
-        return ", ".join(f"{k}={_short(v)}" for k, v in self.values.items())
+        return ", ".join(f"{k}={value_text(v)}" for k, v in self.values.items())
 
 
-def _short(v) -> str:
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 def _seeds(base: Scenario, count: int) -> list[int]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from .catalog import param_label, setting_words
 from .sweep import pareto, utility_of
+from .words import value_text
 
 COLUMNS = ("index", "label", "undefended", "runs", "failed", "psnr", "psnr_range", "ssim", "lpips", "recognisable",
            "attack_accuracy", "test_accuracy", "test_accuracy_range", "clean_test_accuracy", "training_loss",
@@ -96,8 +97,6 @@ def axis_title(axis: str, base: dict | None = None) -> str:
     return axis if label == axis else f"{label} ({axis})"
 
 
-def _fmt(v) -> str:
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, log: bool = False,
@@ -136,7 +135,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
             twin.plot(xs, [utility_of(r)[1] for r in rs], "s--", color=color, alpha=0.55, markersize=5,
                       label=f"utility {name}".strip())
         if not numeric:
-            left.set_xticks(range(len(rs)), [_fmt(r.get(axes[0])) for r in rs])
+            left.set_xticks(range(len(rs)), [value_text(r.get(axes[0])) for r in rs])
     if clean is not None and clean.get(key) is not None:
         left.axhline(clean[key], color="#c0392b", linewidth=1, linestyle=":", label="leakage with no defense")
     if key == "psnr":
@@ -185,7 +184,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
                 if r["index"] in front:
                     right.plot(u, leak, "o", markersize=13, markerfacecolor="none", markeredgecolor="black")
                 eps = r.get("epsilon")
-                tag = _fmt(r.get(axes[0])) if axes else r["label"]
+                tag = value_text(r.get(axes[0])) if axes else r["label"]
                 if isinstance(eps, float) and math.isfinite(eps):
                     tag += f" (ε={eps:.2g})"
                 right.annotate(tag, (u, leak), textcoords="offset points", xytext=(6, 4), fontsize=6.5, color=color)

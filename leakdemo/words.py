@@ -13,3 +13,11 @@ def small_figure(v: float) -> str:
     reconstruction) must not read "0.000", as if identical or broken: small_figure(0.048) = "0.048",
     small_figure(0.00037) = "0.00037", small_figure(0) = "0.000"."""
     return f"{v:.2g}" if 0 < abs(v) < 0.01 else f"{v:.3f}"
+
+
+def value_text(v) -> str:
+    """A parameter's value as a label: three significant digits ("0.0001", "0.333"), whole numbers and
+    thousands in full (value_text(2000.0) = "2000", where "%.3g" writes "2e+03"); flags and words as they are."""
+    if isinstance(v, float) and (v.is_integer() or abs(v) >= 1000) and abs(v) < 1e9:
+        return f"{v:.0f}"
+    return f"{v:.3g}" if isinstance(v, float) else str(v)

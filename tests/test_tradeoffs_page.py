@@ -204,6 +204,8 @@ def test_a_few_linear_strengths_label_their_own_axis_and_the_baseline_label_stay
     fig = strength_figure(rows([1, 2, 5, 10], [0.9, 0.6, 0.3, 0.1], 0.8), ["top_k"], False)
     label = next(a for a in fig.layout.annotations if a.text == "no defense")
     assert (label.x, label.xanchor, label.yanchor) == (1, "right", "bottom")  # a defense that works: as before
+    fig = strength_figure(rows([0, 300, 2000], [0.9, 0.6, 0.3], 0.8), ["top_k"], False)  # warm-up steps, say
+    assert list(fig.layout.xaxis.ticktext) == ["0", "300", "2000"]  # not "2e+03"
     # values too crowded to label one by one keep plotly's own ticks (pruning's 0.1, 0.2, 0.3 … stood on end)
     fig = strength_figure(rows([0, 0.01, 0.5, 1], [0.9, 0.6, 0.3, 0.1], 0.8), ["top_k"], False)
     assert fig.layout.xaxis.tickvals is None

@@ -22,7 +22,7 @@ from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, knob_name, named_series, plain, privacy_key, sweep_csv,
                         utility_range)
-from ..words import plural
+from ..words import plural, value_text
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
 from .state import to_query
@@ -356,7 +356,7 @@ def _strength_ticks(rows: list[dict], axis: str, log: bool) -> dict:
         return {}
     if log and values[-1] >= 100 * values[0]:
         return {"exponentformat": "power", "dtick": 1}  # 10⁻⁴, not plotly's SI "100μ"; no "2 5" between them
-    texts = [_short(float(v)) for v in values]
+    texts = [value_text(float(v)) for v in values]
     if not log and not _labels_fit(values, texts):
         return {}
     return {"tickmode": "array", "tickvals": values, "ticktext": texts}
@@ -561,7 +561,7 @@ def main() -> None:
         n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
         undefended = " (the undefended one included)" if any(pt.undefended for pt in sweep.points) else ""
         summary = (f"**{title}** — {n_points} points{undefended} × {plural(len(sweep.seeds), 'seed')} "
-                   f"= {runs} runs. " + ", ".join(f"`{a.name}` ∈ {{{', '.join(f'{v:.3g}' if isinstance(v, float) else str(v) for v in a.values)}}}"
+                   f"= {runs} runs. " + ", ".join(f"`{a.name}` ∈ {{{', '.join(value_text(v) for v in a.values)}}}"
                                                  for a in sweep.axes))
     except LeakdemoError as e:
         problem, summary = str(e), None
@@ -688,7 +688,7 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
         head = [("the private image", pics[0]["originals"][0])]
         if clean is not None:
             head.append((f"no defense · {_figure(clean, key)}", clean["thumbnail"][0]))
-        items = head + [(f"{_short(r.get(axes[0]))} · {_figure(r, key)}", r["thumbnail"][0]) for r in series]
+        items = head + [(f"{value_text(r.get(axes[0]))} · {_figure(r, key)}", r["thumbnail"][0]) for r in series]
         if name:
             st.caption(name)
         for start in range(0, len(items), STRIP_PER_ROW):
@@ -703,8 +703,6 @@ def _figure(r: dict, key: str) -> str:
     return f"{r[key]:.2f}" if key == "attack_accuracy" else f"{r['psnr']:.1f} dB"
 
 
-def _short(v) -> str:
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
