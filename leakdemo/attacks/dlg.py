@@ -106,8 +106,9 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
 
         opt = make_optimizer()
         if done == 0:  # frame 0: the starting point, shown before the first (slowest) step
-            yield Step(0, total, math.nan, x.detach(), fixed_list if hard is not None else y.argmax(-1).tolist(),
-                       stage=COMPILING if compiling else None)
+            # an undecided start has no argmax yet (an even spread reads as its lowest label): show the guess read
+            shown = fixed_list if hard is not None else list(label_guess) if undecided else y.argmax(-1).tolist()
+            yield Step(0, total, math.nan, x.detach(), shown, stage=COMPILING if compiling else None)
             if compiling:
                 from .racing import _objective  # racing imports this module
                 packed, compile_note = compile_objective(  # L-BFGS captures whole steps: no graphs of its own

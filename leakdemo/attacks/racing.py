@@ -191,10 +191,11 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     compiling = wanted(p, device, k)
     nan_k = torch.full((k,), math.nan, device=device)
     if each:
-        yield Step(0, total, math.nan, all_images(z), all_labels(z), f"{plural(k, noun)} attacked at once, one start each",
+        shown = torch.tensor(guesses).flatten() if undecided and hard is None else all_labels(z)  # as dlg.py's frame 0
+        yield Step(0, total, math.nan, all_images(z), shown, f"{plural(k, noun)} attacked at once, one start each",
                    stage=COMPILING if compiling else None, aligned=bs == 1, losses=nan_k)
     else:
-        yield Step(0, total, math.nan, z[0, :n_x].view(shape), labels_of(z[0]),
+        yield Step(0, total, math.nan, z[0, :n_x].view(shape), list(label_guess) if undecided else labels_of(z[0]),
                    f"{k} random starts racing", stage=COMPILING if compiling else None)
     note = None
     if compiling:  # without CUDA graphs of its own: each L-BFGS step is captured whole (lbfgs.py)
