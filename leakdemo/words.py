@@ -9,10 +9,12 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
 
 
 def small_figure(v: float) -> str:
-    """Three decimals, or two significant digits below 0.01 — an LPIPS of 0.00037 (a near-perfect
-    reconstruction) must not read "0.000", as if identical or broken: small_figure(0.048) = "0.048",
-    small_figure(0.00037) = "0.00037", small_figure(0) = "0.000"."""
-    return f"{v:.2g}" if 0 < abs(v) < 0.01 else f"{v:.3f}"
+    """Three decimals, two significant digits below 0.01, "< 0.001" below that — an LPIPS of 0.00037 (a
+    near-perfect reconstruction) must not read "0.000", as if identical or broken, nor "3.7e-04" to a class:
+    small_figure(0.048) = "0.048", small_figure(0.0048) = "0.0048", small_figure(0.00037) = "< 0.001"."""
+    if 0 < v < 0.001:
+        return "< 0.001"
+    return f"{v:.2g}" if 0 < v < 0.01 else f"{v:.3f}"
 
 
 def value_text(v) -> str:
