@@ -120,8 +120,6 @@ class Point:
         return ", ".join(f"{k}={value_text(v)}" for k, v in self.values.items())
 
 
-
-
 def _seeds(base: Scenario, count: int) -> list[int]:
     return [base["seed"] + i for i in range(count)]
 

@@ -97,8 +97,6 @@ def axis_title(axis: str, base: dict | None = None) -> str:
     return axis if label == axis else f"{label} ({axis})"
 
 
-
-
 def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, log: bool = False,
                  x: str = "strength", base: dict | None = None) -> bytes:
     """Two panels. Left: leakage (median PSNR, or attack accuracy) and utility against the swept strength —

@@ -703,8 +703,6 @@ def _figure(r: dict, key: str) -> str:
     return f"{r[key]:.2f}" if key == "attack_accuracy" else f"{r['psnr']:.1f} dB"
 
 
-
-
 def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
     with st.expander("Table and downloads", expanded=False):
         shown = ["label", "psnr", "ssim", "lpips", "recognisable", "attack_accuracy", "test_accuracy",
