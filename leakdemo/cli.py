@@ -520,6 +520,9 @@ def cmd_sweep(args) -> int:
         print(f"{'Sweep' if status == 'finished' else 'Stopped sweep'}: {plural(len(rows), 'point')} in {total_s:.1f} s")
         for r in sorted(rows, key=lambda r: r["index"]):
             print("  " + _row_line(r))
+        if rows and sweep.utility_is_one_figure():
+            print(f"  (test accuracy is one figure at every point: the federation's training does not take "
+                  f"{', '.join(a.name for a in axes)} — only the round the attack observes does)")
     if args.out and rows:
         from .tradeoff import write_all
         meta = {"title": title, "base": base.to_dict(), "vary": [a.name for a in axes],

@@ -316,6 +316,22 @@ class Sweep:
         check_source(sc)  # e.g. a batch larger than the source: refused without a worker
         return sc
 
+    def utility_is_one_figure(self) -> bool:
+        """True when the federation's utility is the same figure at every point: its training (utility.py: ten
+        clients, fixed batches, rounds and step size) does not take the swept parameter — a FedSGD client's batch
+        size, warm-up steps, FedAvg's local learning rate — only the round the attack observes does. The page
+        says so under the flat utility line, which otherwise reads as a measured "costs nothing"."""
+        from . import utility
+        if not utility.applies(dict(self.base.params)):
+            return False
+        keys = set()
+        for point in self.points:
+            try:
+                keys.add(utility.keys(dict(self._resolve(point, self.seeds[0], self.images[0]).params))["test_accuracy"])
+            except LeakdemoError:  # a point refused before running has no utility either
+                continue
+        return len(keys) == 1
+
     def scenario(self, index: int) -> Scenario:
         """The scenario of point `index` at the sweep's first seed and image: what the page's "watch it live"
         link opens in the Attack Lab (the point's first run, the one its thumbnail shows)."""

@@ -379,3 +379,15 @@ def test_the_cli_chart_keeps_shares_and_accuracies_in_proportion(monkeypatch):
     assert list(left.get_ylim()) == SHARE_RANGE and list(right.get_ylim()) == SHARE_RANGE
     for lo, hi in (twin.get_ylim(), right.get_xlim()):
         assert lo <= 0.93 and 1.0 < hi <= 1.01  # room below, the 1.0 points whole, nothing far past 1
+
+
+def test_the_sweep_knows_when_the_federations_utility_cannot_change():
+    """The federation trains with its own batches, rounds and step size: a FedSGD client's batch size, warm-up
+    steps or FedAvg's local learning rate leave its utility one figure (the page says so), noise and local steps
+    do not; PLI's clients and CAFE's training have utilities of their own."""
+    def one(preset, vary, **over):
+        base = from_preset(preset, over)
+        return Sweep(base, [parse_axis(vary, base)]).utility_is_one_figure()
+    assert one("dlg", "batch_size=1,2,4") and one("dlg", "warmup_steps=0,300") and one("dlm-plus", "local_lr=0.01,0.1")
+    assert not one("dlg", "dp_sigma=0.1,1", defense="dp-gaussian") and not one("dlm-plus", "local_steps=1,2")
+    assert not one("pli", "clients=1,2") and not one("cafe", "train_lr=0,0.0001")

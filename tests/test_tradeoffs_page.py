@@ -340,6 +340,7 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert ["clip norm off", "clip norm = 4"] == [c.value for c in at.caption if c.value.startswith("clip norm")]
     assert "The reconstruction as the defense grows" in [h.value for h in at.subheader]
     assert any(c.value.startswith("Left to right: noise σ (dp_sigma).") for c in at.caption)
+    assert not any("is one figure" in c.value for c in at.caption)  # noise on the gradients does cost the federation
     # every built-in sweep ships: choosing another draws it at once too
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
     assert not at.exception and len(at.get("plotly_chart")) == 2
@@ -352,6 +353,9 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["xaxis"]["title"]["text"].endswith("(batch_size)")
     assert "The reconstruction against batch size" in [h.value for h in at.subheader]  # the knob, not "the defense"
     assert chart["layout"]["title"]["text"] == "Leakage and utility by batch size"
+    # its utility is one figure: the federation's training never takes the attacked client's batch size — said
+    assert any(c.value.startswith("The federation's accuracy is one figure at every point: its training does not "
+                                  "take the batch size") for c in at.caption)
     # a sweep the gallery does not hold (a custom one) waits for Run sweep
     at.selectbox(key="t_sweep").set_value("custom").run()
     assert not at.exception and not at.get("plotly_chart")

@@ -627,6 +627,10 @@ def sweep_panel(pace) -> None:
             st.session_state["t_fig_memo"] = memo
         left, right = st.columns(2)
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
+        if axes and _one_utility(job):
+            left.caption(f"The federation's accuracy is one figure at every point: its training does not take the "
+                         f"{knob_name(axes[0], job.sweep.base.params) or axis_title(axes[0], job.sweep.base.params)} "
+                         "— only the round the attack observes does.")
         picked = right.plotly_chart(memo[2], key="t_tradeoff", on_select="rerun",
                                     selection_mode="points", config={"displayModeBar": False})
         _picked_point(rows, picked, job)
@@ -634,6 +638,13 @@ def sweep_panel(pace) -> None:
         _table(rows, axes, job)
     if (None if job.done else POLL_SECONDS) != pace:
         st.rerun()
+
+
+def _one_utility(job: SweepJob) -> bool:
+    """`Sweep.utility_is_one_figure`, once per job (the panel polls every second)."""
+    if not hasattr(job, "one_utility"):
+        job.one_utility = job.sweep.utility_is_one_figure()
+    return job.one_utility
 
 
 def failure_lines(rows: list[dict], most: int = 5) -> str | None:
