@@ -680,7 +680,9 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
         return
     st.link_button("Watch this run live in the Attack Lab", "./?" + urlencode(query),
                    icon=":material/science:", help="Opens the Lab (in a new tab) on this point's first run — "
-                   "the same scenario, seed and image — ready to run, so the class sees it rebuilt step by step.")
+                   "the same scenario, seed and image — ready to run, so the class sees it rebuilt step by step. Where "
+                   "the attack wins on some seeds only, the live run can land on the other side (README: runs "
+                   "attacked together).")
 
 
 def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
