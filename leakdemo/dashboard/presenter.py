@@ -333,10 +333,12 @@ def sweep_scene(name: str, choices: dict) -> None:
     memo = st.session_state.setdefault("p_sweep_rows", {})
     if name not in memo:
         memo[name] = _sweep_rows(spec)
-    rows, axes, recorded, problem, base = memo[name]
+    rows, axes, recorded, problem, base, one_utility = memo[name]
     knob = knob_name(axes[0].name, base) if axes else None  # a protocol knob's sweep (batch size): no defense
-    _head(f"Privacy against utility, by {knob}" if knob else "What a defense costs: privacy against utility",
-          spec.title + (" · recorded with the gallery" if recorded else ""), choices)
+    # a knob the federation's training does not take leaves utility one figure: no trade-off to title
+    title = (f"What the attack recovers, by {knob}" if one_utility else f"Privacy against utility, by {knob}") \
+        if knob else "What a defense costs: privacy against utility"
+    _head(title, spec.title + (" · recorded with the gallery" if recorded else ""), choices)
     if problem:
         st.info(problem)
         memo.pop(name)  # asked again next time: the sweep may have been run meanwhile
@@ -351,6 +353,8 @@ def sweep_scene(name: str, choices: dict) -> None:
     fig.update_yaxes(tickfont=big, title_font=bigger)
     fig.update_annotations(font=big)
     st.plotly_chart(fig, config={"displayModeBar": False}, height="stretch")
+    if one_utility:
+        st.caption(f"The federation's accuracy is one figure at every point: its training does not take the {knob}.")
 
 
 def _own_store():
@@ -363,7 +367,8 @@ def _own_store():
 
 
 def _sweep_rows(spec) -> tuple:
-    """(rows, axes, recorded, problem, the sweep's base parameters): this machine's own runs of the sweep first
+    """(rows, axes, recorded, problem, the sweep's base parameters, whether its utility is one figure): this
+    machine's own runs of the sweep first
     (this code, this machine), else the gallery's recording; a problem says why neither can draw it."""
     from ..gallery import recorded_sweep
     from ..scenario import load
@@ -374,9 +379,9 @@ def _sweep_rows(spec) -> tuple:
         sweep, recorded, missing = recorded_sweep(base, axes, spec.seeds, _own_store())
         if sweep is not None:
             rows = next(ev.rows for ev in sweep.events() if isinstance(ev, SweepFinished))
-            return rows, axes, recorded, None, base.params
+            return rows, axes, recorded, None, base.params, sweep.utility_is_one_figure()
     except LeakdemoError as e:
-        return None, None, False, f"The sweep cannot be drawn here: {e}", None
+        return None, None, False, f"The sweep cannot be drawn here: {e}", None, False
     lacks = plural(missing, "run") if missing else "the runs"
     return None, None, False, (f"The run store lacks {lacks} of this sweep: run it once on the Trade-offs page (a few "
-                               "minutes on a laptop); from then on this scene draws it at once."), None
+                               "minutes on a laptop); from then on this scene draws it at once."), None, False
