@@ -270,12 +270,12 @@ def test_presenter_names_a_protocol_knobs_sweep_by_its_knob(store_path):
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert chart["layout"]["xaxis"]["type"] == "log" and chart["layout"]["xaxis"]["title"]["text"] == \
         "local steps (local_steps)"
-    assert not any("one figure" in c.value for c in at.caption)  # local steps do enter the federation's training
+    assert not any("one figure" in m.value for m in at.markdown)  # local steps do enter the federation's training
     at.query_params["scenes"] = "sweep:sweep-batch-dlg"  # the batch size does not: no trade-off to title
     at.session_state["p_scenes"] = ["sweep:sweep-batch-dlg"]
     at.run()
     assert not at.exception and at.title[0].value == "What the attack recovers, by batch size"
-    assert any(c.value.startswith("The federation's accuracy is one figure at every point") for c in at.caption)
+    assert any("The federation's accuracy is one figure at every point" in m.value for m in at.markdown)
 
 
 def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeypatch):

@@ -354,7 +354,8 @@ def sweep_scene(name: str, choices: dict) -> None:
     fig.update_annotations(font=big)
     st.plotly_chart(fig, config={"displayModeBar": False}, height="stretch")
     if one_utility:
-        st.caption(f"The federation's accuracy is one figure at every point: its training does not take the {knob}.")
+        st.markdown(f'<div class="ld-why">The federation\'s accuracy is one figure at every point: its training does '
+                    f'not take the {knob}.</div>', unsafe_allow_html=True)  # read from the back: the subtitle's size
 
 
 def _own_store():
