@@ -516,20 +516,21 @@ def cmd_sweep(args) -> int:
         rows = [sweep._row(p) for p in sweep.points if p.runs]
     if tty and not args.jsonl:
         print(file=sys.stderr)
+    one_figure = bool(rows) and sweep.utility_is_one_figure()
     if not args.jsonl:
         print(f"{'Sweep' if status == 'finished' else 'Stopped sweep'}: {plural(len(rows), 'point')} in {total_s:.1f} s")
         for r in sorted(rows, key=lambda r: r["index"]):
             print("  " + _row_line(r))
-        if rows and sweep.utility_is_one_figure():
-            print(f"  (test accuracy is one figure at every point: the federation's training does not take "
-                  f"{', '.join(a.name for a in axes)} — only the round the attack observes does)")
+        if one_figure:
+            from .tradeoff import one_figure_line
+            print("  (" + one_figure_line(axes[0].name, base.params) + ")")
     if args.out and rows:
         from .tradeoff import write_all
         meta = {"title": title, "base": base.to_dict(), "vary": [a.name for a in axes],
                 "values": {a.name: list(a.values) for a in axes}, "seeds": seeds, "images": image_list,
                 "status": status}
         files = write_all(args.out, sorted(rows, key=lambda r: r["index"]), [a.name for a in axes], title, meta,
-                          log=axes[0].log, x=args.x_axis, base=base.params)
+                          log=axes[0].log, x=args.x_axis, base=base.params, one_figure=one_figure)
         if not args.jsonl:
             print(f"wrote {', '.join(files)}", file=sys.stderr)
     return 0 if status == "finished" else 130

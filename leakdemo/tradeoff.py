@@ -97,11 +97,19 @@ def axis_title(axis: str, base: dict | None = None) -> str:
     return axis if label == axis else f"{label} ({axis})"
 
 
+def one_figure_line(axis: str, base: dict | None = None) -> str:
+    """Why a sweep's utility line is flat (`Sweep.utility_is_one_figure`): said under every chart of it — the
+    page, the presenter, the CLI's rows and tradeoff.png — since a flat line otherwise reads as "costs nothing"."""
+    return (f"The federation's accuracy is one figure at every point: its training does not take the "
+            f"{knob_name(axis, base) or axis_title(axis, base)} — only the round the attack observes does.")
+
+
 def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, log: bool = False,
-                 x: str = "strength", base: dict | None = None) -> bytes:
+                 x: str = "strength", base: dict | None = None, one_figure: bool = False) -> bytes:
     """Two panels. Left: leakage (median PSNR, or attack accuracy) and utility against the swept strength —
     where the knee is. Right: leakage against utility, error bars over seeds × images, the undefended
-    point a star, the Pareto front ringed, ε beside the points that have one."""
+    point a star, the Pareto front ringed, ε beside the points that have one. `one_figure`: the utility
+    cannot move with the swept value (`Sweep.utility_is_one_figure`), said under the chart."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -140,10 +148,18 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
         left.axhline(20, color="#e67e22", linestyle="--", linewidth=1, label="20 dB: recognisable")
     if numeric and log and series:
         xs = [r["epsilon"] if by_epsilon else r.get(axes[0]) for _, rs in series for r in rs]
-        if any(x == 0 for x in xs):
-            left.set_xscale("symlog", linthresh=min([x for x in xs if x] or [1]))
+        lo, hi = min(xs), max(xs)
+        if lo == 0:
+            linthresh = min([x for x in xs if x] or [1])
+            left.set_xscale("symlog", linthresh=linthresh)
+            left.set_xlim(-0.3 * linthresh, max(hi, linthresh) * 1.3)  # not to "-10^-2": nothing is swept below 0
         else:
             left.set_xscale("log")
+            left.set_xlim(lo / 1.3, hi * 1.3)
+        ticks = sorted(set(xs))
+        if not by_epsilon and len(ticks) <= 12:  # the swept values themselves, not decades ("10^0, 10^1")
+            left.set_xticks(ticks, [value_text(t) for t in ticks])
+            left.minorticks_off()
     if key == "attack_accuracy":
         left.set_ylim(*SHARE_RANGE)
     left.set_xlabel("ε (δ as set; lower is more private)" if by_epsilon else (axis_title(axes[0], base) if axes else ""))
@@ -158,7 +174,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
     if twin is not None:
         more = twin.get_legend_handles_labels()
         handles = (handles[0] + more[0], handles[1] + more[1])
-    left.legend(*handles, fontsize=7, loc="center left")
+    left.legend(*handles, fontsize=7, loc="best", framealpha=0.9)
     left.grid(alpha=0.3)
     knob = knob_name(axes[0], base) if axes else None
     left.set_title("leakage and utility against " + ("the formal ε" if by_epsilon else knob or "the defense's strength"),
@@ -203,7 +219,11 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
         corner = "lower-left" if uname == "training_loss" else "lower-right"
         right.set_title(f"privacy against utility ({corner} is better)", fontsize=9)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    if one_figure and axes:
+        fig.text(0.5, 0.01, one_figure_line(axes[0], base), ha="center", va="bottom", fontsize=8, color="#555")
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+    else:
+        fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     plt.close(fig)
@@ -220,11 +240,12 @@ def strip_png(rows: list[dict]) -> bytes | None:
 
 
 def write_all(out_dir: str, rows: list[dict], axes: list[str], title: str, meta: dict, log: bool = False,
-              x: str = "strength", base: dict | None = None) -> list[str]:
+              x: str = "strength", base: dict | None = None, one_figure: bool = False) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     files = {"sweep.csv": sweep_csv(rows, axes).encode(),
-             "sweep.json": json.dumps({**meta, "rows": [plain(r) for r in rows]}, indent=2).encode(),
-             "tradeoff.png": tradeoff_png(rows, title, axes, log, x, base)}
+             "sweep.json": json.dumps({**meta, "utility_is_one_figure": one_figure, "rows": [plain(r) for r in rows]},
+                                      indent=2).encode(),
+             "tradeoff.png": tradeoff_png(rows, title, axes, log, x, base, one_figure)}
     strip = strip_png(rows)
     if strip is not None:
         files["strip.png"] = strip

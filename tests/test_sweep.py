@@ -279,7 +279,8 @@ def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     assert sorted(os.listdir(out)) == ["strip.png", "sweep.csv", "sweep.json", "tradeoff.png"]
     header = (out / "sweep.csv").read_text().splitlines()[0].split(",")
     assert {"label", "prune_ratio", "psnr", "test_accuracy", "epsilon", "privacy"} <= set(header)
-    assert len(json.loads((out / "sweep.json").read_text())["rows"]) == 3
+    written = json.loads((out / "sweep.json").read_text())
+    assert len(written["rows"]) == 3 and written["utility_is_one_figure"] is False  # pruning costs the federation
     listed = cli("runs", "list", "--json")
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 6
 
@@ -391,3 +392,26 @@ def test_the_sweep_knows_when_the_federations_utility_cannot_change():
     assert one("dlg", "batch_size=1,2,4") and one("dlg", "warmup_steps=0,300") and one("dlm-plus", "local_lr=0.01,0.1")
     assert not one("dlg", "dp_sigma=0.1,1", defense="dp-gaussian") and not one("dlm-plus", "local_steps=1,2")
     assert not one("pli", "clients=1,2") and not one("cafe", "train_lr=0,0.0001")
+
+
+def test_the_cli_chart_says_when_its_utility_cannot_change(monkeypatch):
+    """tradeoff.png, like the page, says why a batch-size sweep's utility line is flat (the picture travels
+    without the page's caption), in the knob's words; a sweep whose utility does move says nothing. Its log
+    axis is marked at the swept values."""
+    from matplotlib.figure import Figure
+
+    from leakdemo.tradeoff import tradeoff_png
+    drawn = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    rows = [{"index": i, "label": f"p{i}", "undefended": False, "batch_size": b, "runs": 1, "psnr": p,
+             "psnr_range": None, "test_accuracy": 0.9} for i, (b, p) in enumerate([(1, 60.0), (2, 25.0), (4, 12.0)])]
+    base = dict(from_preset("dlg").params)
+    for flag in (True, False):
+        tradeoff_png(rows, "batch", ["batch_size"], True, base=base, one_figure=flag)
+    said = [[t.get_text() for t in fig.texts] for fig in drawn]
+    # on the log axis the swept sizes themselves, not decades ("10^0, 10^1")
+    assert [t.get_text() for t in drawn[0].axes[0].get_xticklabels()] == ["1", "2", "4"]
+    assert any(t.startswith("The federation's accuracy is one figure at every point") and "batch size" in t
+               for t in said[0]), said[0]
+    assert not any("one figure" in t for t in said[1])

@@ -327,7 +327,7 @@ def sweep_scene(name: str, choices: dict) -> None:
     """A built-in sweep's chart, drawn from this machine's run store when it holds every run, else from the
     gallery's recording (sweep-dp-dlg ships there); otherwise it says what to run."""
     from ..sweeps import sweeps
-    from ..tradeoff import knob_name
+    from ..tradeoff import knob_name, one_figure_line
     from .tradeoffs import LINE_STYLES, strength_figure
     spec = sweeps()[name]
     memo = st.session_state.setdefault("p_sweep_rows", {})
@@ -354,8 +354,8 @@ def sweep_scene(name: str, choices: dict) -> None:
     fig.update_annotations(font=big)
     st.plotly_chart(fig, config={"displayModeBar": False}, height="stretch")
     if one_utility:
-        st.markdown(f'<div class="ld-why">The federation\'s accuracy is one figure at every point: its training does '
-                    f'not take the {knob}.</div>', unsafe_allow_html=True)  # read from the back: the subtitle's size
+        st.markdown(f'<div class="ld-why">{one_figure_line(axes[0].name, base)}</div>',
+                    unsafe_allow_html=True)  # read from the back: the subtitle's size
 
 
 def _own_store():

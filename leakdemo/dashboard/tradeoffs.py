@@ -20,8 +20,8 @@ from ..scenario import load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
-from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, knob_name, named_series, plain, privacy_key, sweep_csv,
-                        utility_range)
+from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, knob_name, named_series, one_figure_line, plain,
+                        privacy_key, sweep_csv, utility_range)
 from ..words import plural, value_text
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
@@ -628,9 +628,7 @@ def sweep_panel(pace) -> None:
         left, right = st.columns(2)
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
         if axes and _one_utility(job):
-            left.caption(f"The federation's accuracy is one figure at every point: its training does not take the "
-                         f"{knob_name(axes[0], job.sweep.base.params) or axis_title(axes[0], job.sweep.base.params)} "
-                         "— only the round the attack observes does.")
+            left.caption(one_figure_line(axes[0], job.sweep.base.params))
         picked = right.plotly_chart(memo[2], key="t_tradeoff", on_select="rerun",
                                     selection_mode="points", config={"displayModeBar": False})
         _picked_point(rows, picked, job)
