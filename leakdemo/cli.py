@@ -12,7 +12,7 @@ from . import catalog, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
-from .words import plural, small_figure
+from .words import plural, small_figure, value_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -398,12 +398,13 @@ def cmd_runs(args) -> int:
         print(f"{plural(len(rows), 'run')} in {store.path}" + ("" if len(rows) < args.limit else f" (newest {args.limit})"))
         if rows:
             print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'attack':<10} {'defense':<15} "
-                  f"{'status':<9} {'PSNR':>6} {'seconds':>8}")
+                  f"{'status':<9} {'PSNR':>6} {'seconds':>8}  changed from the preset")
         for r in rows:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
             psnr = "-" if r["psnr"] is None else f"{r['psnr']:.1f}"
+            changed = " ".join(f"{k}={value_text(v)}" for k, v in r["changes"].items())
             print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} {r['attack']:<10} "
-                  f"{r['defense']:<15} {r['status']:<9} {psnr:>6} {r['seconds']:>8.1f}")
+                  f"{r['defense']:<15} {r['status']:<9} {psnr:>6} {r['seconds']:>8.1f}  {changed}".rstrip())
         return 0
     if not rest:
         raise LeakdemoError(f"runs {action}: give the run's id (`python -m leakdemo runs list` shows them)")

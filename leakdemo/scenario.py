@@ -48,8 +48,8 @@ class Scenario:
 
     def diff_from_preset(self) -> dict:
         """Parameters that differ from the preset's resolved values (what a shareable URL needs)."""
-        base = resolve(load_preset(self.preset).params, preset=self.preset) if self.preset in presets() else None
-        return {k: v for k, v in self.params.items() if base is None or base.params.get(k) != v}
+        base = _preset_values(self.preset) if self.preset in presets() else None
+        return {k: v for k, v in self.params.items() if base is None or base.get(k) != v}
 
 
 @lru_cache(maxsize=1)
@@ -131,6 +131,23 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
         warnings.append(bad)
     warnings += catalog.cost_warnings(values)
     return Scenario(values, preset, tuple(warnings))
+
+
+@lru_cache(maxsize=64)
+def _preset_values(name: str) -> Mapping[str, Any]:
+    return resolve(load_preset(name).params, preset=name).params
+
+
+def changed_settings(params: Mapping[str, Any], preset: str | None) -> dict:
+    """What a recorded run changed from its preset (`Scenario.diff_from_preset`), but for the protocol, attack
+    and defense the run list names anyway and the device: a defense the preset lacks comes with its strength.
+    Sweeps record many runs of one preset: 'batch_size=16' is what tells them apart (`runs list`, Compare).
+    Empty where the preset is unknown here (a custom run, an older store)."""
+    if preset not in presets():
+        return {}
+    base = _preset_values(preset)
+    return {k: v for k, v in params.items() if k not in ("protocol", "attack", "defense", "device")
+            and base.get(k) != v}
 
 
 def from_preset(name: str, overrides: Mapping[str, Any] | None = None) -> Scenario:

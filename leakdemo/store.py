@@ -313,14 +313,23 @@ class RunStore:
         return StoredRun(int(row[0]), row[1], row[2], row[3], json.loads(row[4]), started, finished, keyframes)
 
     def runs(self, limit: int = 50) -> list[dict]:
-        """The newest runs, one summary dict each (what `runs list` prints)."""
+        """The newest runs, one summary dict each (what `runs list` prints); `changes`: what each changed from
+        its preset (`scenario.changed_settings`: the points of a sweep differ in nothing else)."""
+        from .scenario import changed_settings
         with _closing(self._db()) as conn:
             rows = conn.execute("SELECT id, created, source, preset, protocol, attack, defense, status, psnr, ssim, "
-                                "lpips, seconds, iterations, code_version FROM runs ORDER BY id DESC LIMIT ?",
+                                "lpips, seconds, iterations, code_version, scenario FROM runs ORDER BY id DESC LIMIT ?",
                                 (int(limit),)).fetchall()
         keys = ("id", "created", "source", "preset", "protocol", "attack", "defense", "status", "psnr", "ssim",
                 "lpips", "seconds", "iterations", "code_version")
-        return [dict(zip(keys, r)) for r in rows]
+        out = []
+        for r in rows:
+            try:
+                params = json.loads(r[-1]).get("params", {})
+            except (ValueError, AttributeError):
+                params = {}
+            out.append({**dict(zip(keys, r)), "changes": changed_settings(params, r[3])})
+        return out
 
     def delete(self, run_id: int) -> bool:
         with _closing(self._db()) as conn:

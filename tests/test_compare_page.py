@@ -209,14 +209,22 @@ def test_runs_are_named_as_people_say_them():
 
 
 def test_your_runs_are_named_as_people_say_them(store_path):
-    """The picker named a user's runs by codes, 'Run #1 · dlg: dlg, dp-gaussian'."""
+    """The picker named a user's runs by codes, 'Run #1 · dlg: dlg, dp-gaussian'; and the runs of one sweep,
+    which differ only in the swept setting, alike ('DLG on FedSGD, no defense, 15.3 dB' five times over): each
+    now says what it changed from its preset, beside the defense's strength."""
     from leakdemo.dashboard.compare import _choices
     g = open_gallery()
     run = g.load(2)  # showcase 2: DLG under Gaussian noise, recorded as a run of this machine's store
     store = RunStore(str(store_path))
     rid = store.record("k", "lab", run.scenario, run.started, run.finished, run.keyframes)
-    label = _choices({"r": store})[f"r{rid}"]
-    assert label.startswith("Run #1 · DLG on FedSGD, Gaussian noise, ") and label.endswith(", lab)"), label
+    params = run.scenario["params"]
+    bigger = {**run.scenario, "params": {**params, "batch_size": 4, "seed": 2}}
+    rid2 = store.record("k2", "sweep", bigger, run.started, run.finished, run.keyframes)
+    labels = _choices({"r": store})
+    assert labels[f"r{rid}"].startswith(f"Run #{rid} · DLG on FedSGD, Gaussian noise (noise σ = "
+                                        f"{params['dp_sigma']:g}, clip norm off), ") \
+        and labels[f"r{rid}"].endswith(", lab)"), labels[f"r{rid}"]
+    assert "seed = 2, batch size = 4" in labels[f"r{rid2}"] and "batch size" not in labels[f"r{rid}"], labels
 
 
 def test_play_replays_to_the_last_frame(monkeypatch):

@@ -283,6 +283,10 @@ def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     assert len(written["rows"]) == 3 and written["utility_is_one_figure"] is False  # pruning costs the federation
     listed = cli("runs", "list", "--json")
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 6
+    # what tells the recorded runs of the sweep apart: the setting each changed from its preset
+    changes = [r["changes"] for r in json.loads(listed.stdout)]
+    assert sorted(c.get("prune_ratio", -1) for c in changes) == [-1, -1, 0.5, 0.5, 0.99, 0.99], changes
+    assert all(c["image_size"] == 16 and c["iterations"] == 10 for c in changes)
 
 
 def _children(pid: int) -> list[int]:

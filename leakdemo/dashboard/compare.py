@@ -16,6 +16,7 @@ from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from .pictures import IMAGE_CSS, png_once
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
+from ..scenario import changed_settings
 from ..store import StoredRun, open_store
 from ..words import plural
 from .shared import run_pool
@@ -64,7 +65,10 @@ def _choices(sources: dict) -> dict[str, str]:
         for r in sources["r"].runs(limit=200):
             psnr = "" if r["psnr"] is None else f", {r['psnr']:.1f} dB"
             when = time.strftime("%d %b %H:%M", time.localtime(r["created"]))
-            out[f"r{r['id']}"] = f"Run #{r['id']} · {_what(r)}{psnr} ({when}, {r['source']})"
+            p = {**r, **r["changes"]}  # the defense's strength, where the run's preset did not set it
+            changed = _changes(p, r["changes"], skip=_defense_params(p))
+            out[f"r{r['id']}"] = (f"Run #{r['id']} · {catalog.headline(p)}, {catalog.defense_phrase(p)}"
+                                  f"{', ' + changed if changed else ''}{psnr} ({when}, {r['source']})")
     return out
 
 
@@ -318,6 +322,10 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         p = run.scenario.get("params", {})
         originals = shown_originals(run.started.originals, run.finished.metrics)
         head.markdown(f"**{catalog.headline(p)}** · {catalog.defense_phrase(p)}")
+        # what tells two runs of one sweep apart (the phrase above gives the defense's strength)
+        changed = _changes(p, changed_settings(p, run.scenario.get("preset")), most=6, skip=_defense_params(p))
+        if changed:
+            head.caption(f"preset {run.scenario.get('preset')} with {changed}")
         single = len(originals) == 1
         final = pos >= 1.0
         size = originals.shape[1]
@@ -360,6 +368,18 @@ def _curves(runs, pos: float) -> go.Figure:
                       xaxis=dict(title="progress through the run", range=[0, 1]), yaxis_title="PSNR, dB",
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.3))
     return fig
+
+
+def _changes(p: dict, changes: dict, most: int = 4, skip=()) -> str:
+    """'batch size = 16, seed = 2': what a run changed from its preset, in words — the points of one sweep
+    differ in nothing else; the first `most`, then how many more."""
+    words = [catalog.setting_words(p, k, v) for k, v in changes.items() if k not in skip]
+    return ", ".join(words[:most] + ([f"{len(words) - most} more"] if len(words) > most else []))
+
+
+def _defense_params(p: dict) -> list[str]:
+    """The defense's own parameters: its phrase ('Gaussian noise (noise σ = 0.01, …)') says them already."""
+    return [q.name for q in catalog.DEFENSES[p["defense"]].params] if p.get("defense") in catalog.DEFENSES else []
 
 
 def _what(p: dict) -> str:
