@@ -190,12 +190,16 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
 
     compiling = wanted(p, device, k)
     nan_k = torch.full((k,), math.nan, device=device)
+    # an undecided start has no argmax yet (an even spread reads as its lowest label): while a frame shows the
+    # starts (frame 0, and step 1, which shows where it began), the labels read off the update, as dlg.py's frame 0
+    read = undecided and hard is None
     if each:
-        shown = torch.tensor(guesses).flatten() if undecided and hard is None else all_labels(z)  # as dlg.py's frame 0
-        yield Step(0, total, math.nan, all_images(z), shown, f"{plural(k, noun)} attacked at once, one start each",
-                   stage=COMPILING if compiling else None, aligned=bs == 1, losses=nan_k)
+        start_labels = torch.tensor(guesses).flatten() if read else all_labels(z)
+        yield Step(0, total, math.nan, all_images(z), start_labels,
+                   f"{plural(k, noun)} attacked at once, one start each", stage=COMPILING if compiling else None,
+                   aligned=bs == 1, losses=nan_k)
     else:
-        yield Step(0, total, math.nan, z[0, :n_x].view(shape), list(label_guess) if undecided else labels_of(z[0]),
+        yield Step(0, total, math.nan, z[0, :n_x].view(shape), list(label_guess) if read else labels_of(z[0]),
                    f"{k} random starts racing", stage=COMPILING if compiling else None)
     note = None
     if compiling:  # without CUDA graphs of its own: each L-BFGS step is captured whole (lbfgs.py)
@@ -247,12 +251,14 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
             since = torch.where(stalled, torch.zeros_like(since), since)
         if each:  # every client's current estimate; the loss is their sum (a tensor: read only when scored)
             yield Step(done, total, torch.where(finite, loss, torch.zeros_like(loss)).sum(), all_images(before),
-                       all_labels(before), note if done == 1 else (opt.graph_note if done == 2 else None),
+                       start_labels if read and done == 1 else all_labels(before),
+                       note if done == 1 else (opt.graph_note if done == 2 else None),
                        aligned=bs == 1, losses=loss)
             continue
         shown = torch.where(finite, loss, inf)
         lead = int(torch.argmin(shown))
-        yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape), labels_of(before[lead]),
+        yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape),
+                   list(label_guess) if read and done == 1 else labels_of(before[lead]),
                    note if done == 1 else (opt.graph_note if done == 2 else None),
                    trials=before[:SHOWN, :n_x].view(-1, *shape))
     fresh_note = f" ({plural(started - k, 'stalled start')} replaced)" if started > k else ""
