@@ -2,6 +2,8 @@
 figure that does not read as zero."""
 from __future__ import annotations
 
+import re
+
 
 def plural(n: int, noun: str, many: str | None = None) -> str:
     """plural(1, "image") = "1 image", plural(3, "image") = "3 images", plural(5, "class", "classes")."""
@@ -22,4 +24,5 @@ def value_text(v) -> str:
     thousands in full (value_text(2000.0) = "2000", where "%.3g" writes "2e+03"); flags and words as they are."""
     if isinstance(v, float) and (v.is_integer() or abs(v) >= 1000) and abs(v) < 1e9:
         return f"{v:.0f}"
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
+    # "1e-6", not C's "1e-06"
+    return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{v:.3g}").replace("e+", "e") if isinstance(v, float) else str(v)

@@ -71,3 +71,10 @@ def test_a_tiny_lpips_does_not_read_as_zero():
     assert small_figure(0.0048) == "0.0048"
     assert small_figure(0.048) == "0.048" and small_figure(0.5123) == "0.512"
     assert small_figure(0.0) == "0.000"
+
+
+def test_swept_values_read_as_people_write_them():
+    """A DP sweep's strip and header said "1e-06" (C's exponent), its thousands "2e+03"."""
+    from leakdemo.words import value_text
+    assert [value_text(v) for v in (1e-6, 1.5e-7, 0.0001, 0.333, 2000.0, 3e9, 16, "coffee")] == \
+        ["1e-6", "1.5e-7", "0.0001", "0.333", "2000", "3e9", "16", "coffee"]

@@ -327,6 +327,9 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     """The built-in sweeps' runs ship with the gallery: the default's chart is there before Run sweep, and says
     so; so is any other built-in sweep's."""
     monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))  # nothing computed on this machine
+    import leakdemo.tradeoff
+    drawn = []  # the tradeoff.png download's drawing: what it was told
+    monkeypatch.setattr(leakdemo.tradeoff, "tradeoff_png", lambda *a, **k: drawn.append((a, k)) or b"\x89PNG")
     at = page()
     assert not at.exception and not at.error
     assert "Recorded with the gallery" in " ".join(i.value for i in at.info)
@@ -356,10 +359,20 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     # its utility is one figure: the federation's training never takes the attacked client's batch size — said
     assert any(c.value.startswith("The federation's accuracy is one figure at every point: its training does not "
                                   "take the batch size") for c in at.caption)
+    # and so does the tradeoff.png it offers (drawn without the sweep's knob or this line before), as the CLI's
+    assert drawn and drawn[-1][1]["one_figure"] is True and drawn[-1][1]["base"]["defense"] == "none"
+    assert drawn[0][1]["one_figure"] is False  # the DP sweep's utility does move
     # a sweep the gallery does not hold (a custom one) waits for Run sweep
     at.selectbox(key="t_sweep").set_value("custom").run()
     assert not at.exception and not at.get("plotly_chart")
     assert any("Press **Run sweep**" in i.value for i in at.info)
+
+
+def test_the_strip_keeps_a_sweeps_pictures_in_even_rows():
+    """Seven strengths with the private image and the undefended point are nine pictures: a row of eight left
+    the strongest alone on a second row."""
+    from leakdemo.dashboard.tradeoffs import strip_row_length
+    assert [strip_row_length(n) for n in (3, 8, 9, 10, 11, 17, 20, 21)] == [3, 8, 9, 10, 6, 9, 10, 7]
 
 
 def test_a_sweep_shown_under_another_choice_says_so(tmp_path, monkeypatch):

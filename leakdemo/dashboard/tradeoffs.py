@@ -33,8 +33,8 @@ SPEC_KEYS = ("sweep", "preset", "defense", "vary", "seeds")
 POLL_SECONDS = 1.0
 WAIT_FOR_STORE = 3.0  # seconds Run waits for a sweep to finish before the page polls it
 MAX_SEEDS = 5
-STRIP_PER_ROW = 8  # pictures per row of the strip: each fills its column (all columns are equal), and at 1440 px
-# wide a column is ~110 px, so a caption wraps under its own picture (ten 112-px pictures overlapped theirs)
+STRIP_PER_ROW = 10  # most pictures per row of the strip: each fills its column (all columns are equal), so a
+# caption wraps under its own picture (ten fixed 112-px pictures overlapped theirs); more are dealt into even rows
 COLORS = ("#2471a3", "#8e44ad", "#16a085", "#d35400", "#7f8c8d")
 CSS = f"""
 <style>
@@ -702,12 +702,21 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
         items = head + [(f"{value_text(r.get(axes[0]))} · {_figure(r, key)}", r["thumbnail"][0]) for r in series]
         if name:
             st.caption(name)
-        for start in range(0, len(items), STRIP_PER_ROW):
-            cols = st.columns(STRIP_PER_ROW)
-            for col, (caption, img) in zip(cols, items[start:start + STRIP_PER_ROW]):
+        per_row = strip_row_length(len(items))
+        for start in range(0, len(items), per_row):
+            cols = st.columns(max(per_row, 8))  # a short strip keeps its pictures at an eighth of the width
+            for col, (caption, img) in zip(cols, items[start:start + per_row]):
                 url, _ = png_once(("strip", caption, img.shape, float(np.asarray(img).sum())), lambda i=img: _small(i),
                                   memo_name="strip_memo", limit=80)
                 col.image(url, caption=caption, width="stretch")
+
+
+def strip_row_length(n: int) -> int:
+    """Pictures per row for a strip of n: one row up to STRIP_PER_ROW, else even rows (11 as 6 + 5, not 10 + 1;
+    a sweep of seven strengths, with the private image and the undefended point, fills one row of 9, where a
+    row of 8 left the strongest alone on a second)."""
+    rows = -(-n // STRIP_PER_ROW)
+    return max(1, -(-n // max(rows, 1)))
 
 
 def _figure(r: dict, key: str) -> str:
@@ -736,5 +745,6 @@ def _png(job: SweepJob, rows, axes) -> bytes:
     if getattr(job, "png", None) is None:
         from ..tradeoff import tradeoff_png
         job.png = tradeoff_png(rows, st.session_state.get("t_title", "sweep"), axes,
-                               st.session_state.get("t_axes", ([], False))[1])
+                               st.session_state.get("t_axes", ([], False))[1], base=job.sweep.base.params,
+                               one_figure=bool(axes) and _one_utility(job))  # as the CLI's --out draws it
     return job.png
