@@ -183,7 +183,8 @@ def _vfl_lines(m: dict) -> list[str]:
         lines.append(f"Step I error {m['step1_error']:.2g}, Step II error {m['step2_error']:.2g} "
                      "(relative to the true per-sample gradients / first-FC inputs)")
     if "sample_ids" in m:
-        lines.append(f"scored on the {len(m['sample_ids'])} samples of the one batch the attack saw")
+        n = len(m["sample_ids"])
+        lines.append(f"scored on {'the one sample' if n == 1 else f'the {n} samples'} of the one batch the attack saw")
     u = m.get("utility")
     if u and "steps" in u:
         def span(c):

@@ -67,7 +67,7 @@ def parse_axis(text: str, base: Scenario) -> Axis:
         raise ParamError(name, "cannot be swept: every point already runs the sweep's seeds per point (--seeds "
                                "N on the command line): the scenario's seed and the ones after it")
     if name not in specs:
-        known = sorted(n for n in specs if n not in ("protocol", "attack", "defense", "device"))
+        known = sorted(n for n in specs if n not in ("protocol", "attack", "defense", "device", "seed"))
         owners = catalog.owners(name)
         where = f" (it belongs to: {', '.join(owners)})" if owners else ""
         raise ParamError(name, f"is not a parameter of protocol={base['protocol']}, attack={base['attack']}, "

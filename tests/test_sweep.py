@@ -57,6 +57,9 @@ def test_bad_axes_name_the_parameter(text, message):
     with pytest.raises(LeakdemoError) as e:
         parse_axis(text, from_preset("dlg", FAST))
     assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    if "sweepable: " in str(e.value):  # the list offers what a sweep can vary: not the seed it refuses
+        offered = str(e.value).split("sweepable: ")[1].split(", ")
+        assert "seed" not in offered and "dp_sigma" in offered, offered
 
 
 def test_bad_sweep_on_the_command_line_is_one_line_exit_2():
