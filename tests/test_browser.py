@@ -98,6 +98,8 @@ def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
     first_frame = time.perf_counter() - t0
     print(f"\nfirst reconstruction frame {first_frame:.2f} s after clicking Run attack")
     page.get_by_text(re.compile(r"^Iteration \d+ / 300")).first.wait_for(timeout=30_000)
+    # the threat card folds while the run runs (it stayed open through a fresh server's first run)
+    page.get_by_text("Assumed to know").wait_for(state="hidden", timeout=15_000)
     page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     page.get_by_text("Finished", exact=False).first.wait_for(timeout=400_000)
     page.locator('[data-testid="stMetric"]').filter(has_text="PSNR").first.wait_for(timeout=30_000)

@@ -553,7 +553,7 @@ def main() -> None:
     if scenario is not None:
         threat_card(scenario, folded=handle is not None)
     pace = _pace(handle)
-    polled(run_panel, pace)(scenario, problem, uploads, pace)
+    polled(run_panel, pace)(scenario, problem, uploads, pace, handle)
 
 
 def _pace(handle) -> float | None:
@@ -568,7 +568,15 @@ def _pace(handle) -> float | None:
     return QUEUED_POLL_SECONDS
 
 
-def run_panel(scenario, problem, uploads, pace: float | None) -> None:
+def redraw_page(handle, pace: float | None, drawn_with) -> bool:
+    """Whether the run panel asks for a full rerun: the pace its run's state needs changed, or the run is not
+    the one the page was drawn with — a run just started must fold the threat card, and on a fresh server the
+    pace stays at POLL_SECONDS from before the click (the gallery's thumbnails) through the first run, so no
+    pace change folded it: the class watched the whole first run under the open card, pictures below the fold."""
+    return _pace(handle) != pace or handle is not drawn_with
+
+
+def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None) -> None:
     """Run / Stop and the run itself: one fragment, the page's one refresh mechanism.
 
     The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
@@ -607,5 +615,5 @@ def run_panel(scenario, problem, uploads, pace: float | None) -> None:
     else:
         run_view(handle.poll())
         chart_panel(handle)
-    if _pace(handle) != pace:
+    if redraw_page(handle, pace, drawn_with):
         st.rerun()  # one full rerun sets the new pace (and stops the timer once the run is complete)
