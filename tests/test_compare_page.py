@@ -9,6 +9,7 @@ from streamlit.testing.v1 import AppTest
 from leakdemo.dashboard.compare import frame_at
 from leakdemo.events import Finished, Started
 from leakdemo.gallery import GALLERY, GALLERY_SWEEPS, SHOWCASES, open_gallery, showcase_rows
+from leakdemo.scenario import from_preset
 from leakdemo.store import RunStore, StoreError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -225,6 +226,20 @@ def test_your_runs_are_named_as_people_say_them(store_path):
                                         f"{params['dp_sigma']:g}, clip norm off), ") \
         and labels[f"r{rid}"].endswith(", lab)"), labels[f"r{rid}"]
     assert "seed = 2, batch size = 4" in labels[f"r{rid2}"] and "batch size" not in labels[f"r{rid}"], labels
+
+
+def test_runs_side_by_side_say_what_tells_them_apart():
+    """Two points of one sweep were titled alike, 'DLG on FedSGD · no defense' twice: each column now says the
+    settings in which the runs differ — and nothing where they agree, nor the defense's strength that the title
+    gives."""
+    from leakdemo.dashboard.compare import told_apart
+
+    def run(preset, **over):
+        return dict(from_preset(preset, over).params), preset
+    assert told_apart([run("dlg", batch_size=8, image_size=16), run("dlg", batch_size=16, image_size=16)]) == \
+        ["batch size = 8", "batch size = 16"]
+    assert told_apart([run("dlg", seed=1), run("dlg", seed=1, defense="dp-gaussian")]) == ["", ""]
+    assert told_apart([run("dlg", seed=1)]) == [""]
 
 
 def test_play_replays_to_the_last_frame(monkeypatch):

@@ -317,15 +317,14 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
                   label_visibility="collapsed", on_change=_seek)
     # the titles in a row of their own: a title that wraps to two lines no longer pushes its pictures below the others'
     heads, cols = st.columns(len(runs)), st.columns(len(runs))
-    for head, col, (ref, run) in zip(heads, cols, runs):
+    apart = told_apart([(run.scenario.get("params", {}), run.scenario.get("preset")) for _, run in runs])
+    for head, col, (ref, run), settings in zip(heads, cols, runs, apart):
         it, images = frame_at(run, pos)
         p = run.scenario.get("params", {})
         originals = shown_originals(run.started.originals, run.finished.metrics)
         head.markdown(f"**{catalog.headline(p)}** · {catalog.defense_phrase(p)}")
-        # what tells two runs of one sweep apart (the phrase above gives the defense's strength)
-        changed = _changes(p, changed_settings(p, run.scenario.get("preset")), most=6, skip=_defense_params(p))
-        if changed:
-            head.caption(f"preset {run.scenario.get('preset')} with {changed}")
+        if settings:
+            head.caption(settings)
         single = len(originals) == 1
         final = pos >= 1.0
         size = originals.shape[1]
@@ -375,6 +374,20 @@ def _changes(p: dict, changes: dict, most: int = 4, skip=()) -> str:
     differ in nothing else; the first `most`, then how many more."""
     words = [catalog.setting_words(p, k, v) for k, v in changes.items() if k not in skip]
     return ", ".join(words[:most] + ([f"{len(words) - most} more"] if len(words) > most else []))
+
+
+def told_apart(runs: list[tuple[dict, str | None]]) -> list[str]:
+    """For runs side by side, (parameters, preset) each: the settings, changed from a preset, in which they
+    differ — 'batch size = 8' over one column and 'batch size = 16' over the next (two points of one sweep read
+    alike: 'DLG on FedSGD · no defense' twice), and nothing where they agree (the showcases' common seed
+    would only push the pictures down a projector). The titles name attack and defense already."""
+    if len(runs) < 2:
+        return [""] * len(runs)
+    strengths = {q.name for d in catalog.DEFENSES.values() for q in d.params}  # in the titles' defense phrase
+    changed = [changed_settings(p, preset) for p, preset in runs]
+    names = [k for k in dict.fromkeys(k for c in changed for k in c)
+             if k not in strengths and len({repr(p.get(k)) for p, _ in runs}) > 1]
+    return [_changes(p, {k: p[k] for k in names if p.get(k) is not None}, most=6) for p, _ in runs]
 
 
 def _defense_params(p: dict) -> list[str]:
