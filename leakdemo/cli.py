@@ -96,7 +96,7 @@ def _bar(ev: Progress, width: int = 28) -> str:
     filled = int(frac * width)
     psnr = f"{ev.psnr:5.1f} dB" if ev.psnr is not None else "   -   "
     return (f"\r[{'#' * filled}{'.' * (width - filled)}] {ev.iteration}/{ev.total}  PSNR {psnr}  "
-            f"loss {ev.loss if ev.loss is not None else float('nan'):.3g}  {ev.seconds:5.1f}s  ETA {ev.eta or 0:5.1f}s ")
+            f"loss {ev.loss if ev.loss is not None else float('nan'):.3g}  {ev.seconds:5.1f}s  ETA {_eta(ev.eta):>6} ")
 
 
 def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None, quiet: bool = False,
