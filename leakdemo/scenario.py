@@ -134,20 +134,31 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
 
 
 @lru_cache(maxsize=64)
-def _preset_values(name: str) -> Mapping[str, Any]:
-    return resolve(load_preset(name).params, preset=name).params
+def _preset_values(name: str, switched: tuple = ()) -> Mapping[str, Any]:
+    """A preset's resolved parameters; `switched`: (name, value) pairs of protocol, attack or defense set
+    over it, which bring their components' defaults (as the Lab's sidebar does)."""
+    return resolve(load_preset(name).params, dict(switched), preset=name).params
 
 
 def changed_settings(params: Mapping[str, Any], preset: str | None) -> dict:
-    """What a recorded run changed from its preset (`Scenario.diff_from_preset`), but for the protocol, attack
-    and defense the run list names anyway and the device: a defense the preset lacks comes with its strength.
-    Sweeps record many runs of one preset: 'batch_size=16' is what tells them apart (`runs list`, Compare).
-    Empty where the preset is unknown here (a custom run, an older store)."""
+    """What a recorded run changed from its preset, beside the protocol, attack and defense that the run list
+    names anyway (and the device): a component switched to brings its own defaults, which are no change — but
+    a defense the preset lacks comes with its strength ('dp_sigma=0.01'). Sweeps record many runs of one
+    preset: 'batch_size=16' is what tells them apart (`runs list`, Compare). Empty where the preset is
+    unknown here (a custom run, an older store)."""
     if preset not in presets():
         return {}
-    base = _preset_values(preset)
-    return {k: v for k, v in params.items() if k not in ("protocol", "attack", "defense", "device")
-            and base.get(k) != v}
+    own = _preset_values(preset)
+    switched = tuple((k, params[k]) for k in ("protocol", "attack", "defense")
+                     if k in params and own.get(k) != params[k])
+    try:
+        base = _preset_values(preset, switched)
+    except LeakdemoError:  # a combination this version refuses (an older store's run): against the preset as is
+        base = own
+    defense = catalog.DEFENSES.get(dict(switched).get("defense"))
+    strengths = {q.name for q in defense.params} if defense is not None else set()
+    return {k: v for k, v in params.items() if k not in ("protocol", "attack", "defense", "device") and v != ""
+            and (base.get(k) != v or k in strengths)}
 
 
 def from_preset(name: str, overrides: Mapping[str, Any] | None = None) -> Scenario:

@@ -108,3 +108,17 @@ def test_catalog_lists_papers_and_valid_combinations():
         assert catalog.defenses_for(scheme) == ["none", "logit-noise", "logit-rounding", "top-k", "logit-temperature"]
     with pytest.raises(ParamError, match="^protocol: must be one of"):
         resolve({"protocol": "fedprox"})
+
+
+def test_a_recorded_run_says_what_it_changed_from_its_preset():
+    """What `runs list` and Compare show beside a run: the settings a user (or a sweep) changed — not the
+    defaults a switched attack or protocol brings, but a defense's strength wherever the preset had none."""
+    from leakdemo.scenario import changed_settings
+
+    def changed(preset, **over):
+        return changed_settings(from_preset(preset, over).params, preset)
+    assert changed("dlg", seed=2, batch_size=4) == {"seed": 2, "batch_size": 4}
+    assert changed("dlg", attack="idlg") == {} and changed("dlg", protocol="fedavg", attack="dlm-plus") == {}
+    assert changed("dlg", protocol="fedavg", attack="dlm-plus", local_steps=4) == {"local_steps": 4}
+    assert changed("dlg", defense="prune") == {"prune_ratio": from_preset("dlg", {"defense": "prune"})["prune_ratio"]}
+    assert changed_settings({"seed": 3}, "custom") == {}  # a scenario file's run: no preset to differ from
