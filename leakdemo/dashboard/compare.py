@@ -66,7 +66,7 @@ def _choices(sources: dict) -> dict[str, str]:
             psnr = "" if r["psnr"] is None else f", {r['psnr']:.1f} dB"
             when = time.strftime("%d %b %H:%M", time.localtime(r["created"]))
             p = {**r, **r["changes"]}  # the defense's strength, where the run's preset did not set it
-            changed = _changes(p, r["changes"], skip=_defense_params(p))
+            changed = _changes(p, r["changes"])
             out[f"r{r['id']}"] = (f"Run #{r['id']} · {catalog.headline(p)}, {catalog.defense_phrase(p)}"
                                   f"{', ' + changed if changed else ''}{psnr} ({when}, {r['source']})")
     return out
@@ -369,11 +369,15 @@ def _curves(runs, pos: float) -> go.Figure:
     return fig
 
 
-def _changes(p: dict, changes: dict, most: int = 4, skip=()) -> str:
+def _changes(p: dict, changes: dict, most: int = 4) -> str:
     """'batch size = 16, seed = 2': what a run changed from its preset, in words — the points of one sweep
-    differ in nothing else; the first `most`, then how many more."""
-    words = [catalog.setting_words(p, k, v) for k, v in changes.items() if k not in skip]
+    differ in nothing else — but for a defense's strength, which its phrase gives ('Gaussian noise (noise σ =
+    0.01, …)'); the first `most`, then how many more."""
+    words = [catalog.setting_words(p, k, v) for k, v in changes.items() if k not in _STRENGTHS]
     return ", ".join(words[:most] + ([f"{len(words) - most} more"] if len(words) > most else []))
+
+
+_STRENGTHS = frozenset(q.name for d in catalog.DEFENSES.values() for q in d.params)
 
 
 def told_apart(runs: list[tuple[dict, str | None]]) -> list[str]:
@@ -383,16 +387,9 @@ def told_apart(runs: list[tuple[dict, str | None]]) -> list[str]:
     would only push the pictures down a projector). The titles name attack and defense already."""
     if len(runs) < 2:
         return [""] * len(runs)
-    strengths = {q.name for d in catalog.DEFENSES.values() for q in d.params}  # in the titles' defense phrase
     changed = [changed_settings(p, preset) for p, preset in runs]
-    names = [k for k in dict.fromkeys(k for c in changed for k in c)
-             if k not in strengths and len({repr(p.get(k)) for p, _ in runs}) > 1]
+    names = [k for k in dict.fromkeys(k for c in changed for k in c) if len({repr(p.get(k)) for p, _ in runs}) > 1]
     return [_changes(p, {k: p[k] for k in names if p.get(k) is not None}, most=6) for p, _ in runs]
-
-
-def _defense_params(p: dict) -> list[str]:
-    """The defense's own parameters: its phrase ('Gaussian noise (noise σ = 0.01, …)') says them already."""
-    return [q.name for q in catalog.DEFENSES[p["defense"]].params] if p.get("defense") in catalog.DEFENSES else []
 
 
 def _what(p: dict) -> str:
