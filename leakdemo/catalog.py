@@ -699,6 +699,14 @@ def private_images(p) -> int:
     return p["n_samples"] if p["protocol"] == "vfl" else settings.round_images(p)[0]
 
 
+def private_images_name(p) -> str:
+    """What a message calls that count: 'batch_size', 'clients × batch_size', 'n_samples', … (the settings
+    that make it, by their codes)."""
+    if p["protocol"] == "fedavg":
+        return settings.LOCAL_DATA
+    return "n_samples" if p["protocol"] == "vfl" else settings.round_images(p)[1]
+
+
 def attacks_for(protocol: str) -> list[str]:
     return [n for n, a in ATTACKS.items() if protocol in a.protocols]
 

@@ -242,8 +242,9 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, cou
 
 
 def _checked_request(p: dict, names: list[str], count: int, count_name: str) -> list[str]:
-    """The named `images`, once they are known to exist, to be distinct and to fit, with the source large
-    enough for the batch."""
+    """The named `images` the batch starts with, once they are known to exist and to be distinct, with the
+    source large enough for the batch; where more are named than it holds, the first ones (the scenario's
+    warning names the rest)."""
     source = p["data"]
     wanted = [s.strip() for s in str(p.get("images", "")).split(",") if s.strip()]
     for w in wanted:
@@ -252,11 +253,9 @@ def _checked_request(p: dict, names: list[str], count: int, count_name: str) -> 
             raise ParamError("images", f"unknown {source} item {w!r}; available: {shown}")
     if len(set(wanted)) != len(wanted):
         raise ParamError("images", "lists an image twice")
-    if len(wanted) > count:
-        raise ParamError("images", f"names {len(wanted)} images but {count_name} is {count}")
     if count > len(names):
         raise ParamError(count_name, f"must be at most {len(names)} for data={source}, got {count}")
-    return wanted
+    return wanted[:count]
 
 
 def check_source(p: dict) -> None:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from . import catalog
 from .errors import LeakdemoError, ParamError
+from .words import plural
 
 PRESET_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "presets")
 FORMAT = "leakdemo-scenario/1"
@@ -125,12 +126,28 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     for comp in catalog.components(protocol, attack, defense):
         if comp.check is not None:
             comp.check(values)
-    warnings = []
+    warnings = [w for w in [_unused_named_images(values)] if w]
     bad = catalog.KNOWN_BAD.get((attack, values.get("model")))
     if bad:
         warnings.append(bad)
     warnings += catalog.cost_warnings(values)
     return Scenario(values, preset, tuple(warnings))
+
+
+def _unused_named_images(values: Mapping[str, Any]) -> str | None:
+    """The batch starts with the named images (the Lab's picker says so), and where more are named than the
+    client holds — a batch of four cut to one in the Lab, the small end of a batch-size sweep, a round of eight
+    clients cut to two — it takes the first ones (data.load_batch) rather than refusing the scenario, so the
+    Lab's picker keeps them all for a larger batch. This says which are left out."""
+    named = [x.strip() for x in str(values.get("images") or "").split(",") if x.strip()]
+    if not named or values["protocol"] in catalog.LOGIT_PROTOCOLS:
+        return None
+    need = catalog.private_images(values)
+    if len(named) <= need:
+        return None
+    first = "the first named image" if need == 1 else f"the first {need} named images"
+    return (f"images: {catalog.private_images_name(values)} is {need}, so the run takes {first} "
+            f"({', '.join(named[:need])}) and leaves out {', '.join(named[need:])}")
 
 
 @lru_cache(maxsize=64)

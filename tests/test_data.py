@@ -32,8 +32,9 @@ def test_batch_is_deterministic_per_seed_and_named_images_come_first():
 def test_unknown_image_lists_the_available_ones():
     with pytest.raises(ParamError, match="^images: unknown samples item 'nope'; available: astronaut"):
         load_batch(params(images="nope"))
-    with pytest.raises(ParamError, match="^images: names 2 images but batch_size is 1"):
-        load_batch(params(images="coffee,rocket"))
+    with pytest.raises(ParamError, match="^images: unknown samples item 'nope'"):
+        load_batch(params(images="coffee,nope"))  # named beyond the batch of 1, still checked
+    assert load_batch(params(images="coffee,rocket")).names == ["coffee"]  # the batch starts with them
 
 
 def test_source_checks_before_loading_say_what_loading_would(monkeypatch):

@@ -122,3 +122,21 @@ def test_a_recorded_run_says_what_it_changed_from_its_preset():
     assert changed("dlg", protocol="fedavg", attack="dlm-plus", local_steps=4) == {"local_steps": 4}
     assert changed("dlg", defense="prune") == {"prune_ratio": from_preset("dlg", {"defense": "prune"})["prune_ratio"]}
     assert changed_settings({"seed": 3}, "custom") == {}  # a scenario file's run: no preset to differ from
+
+
+def test_more_named_images_than_the_batch_holds_run_the_first_ones():
+    """A batch of four cut to one in the Lab, the small end of a batch-size sweep, a round of eight clients cut
+    to two: the batch starts with the named images, takes the first ones and says which it left out — the
+    scenario runs instead of being refused until the user unpicks them."""
+    from leakdemo.data import check_source, load_batch
+    one = from_preset("invgrad-batch", {"batch_size": 1})
+    assert one.warnings[0] == ("images: batch_size is 1, so the run takes the first named image (chelsea) and "
+                               "leaves out coffee, rocket, astronaut")
+    check_source(dict(one.params))  # what the Lab and a sweep check before a run: nothing left to refuse
+    assert load_batch(dict(one.params)).names == ["chelsea"]
+    two = from_preset("dlg-round", {"clients": 2})
+    assert two.warnings[0].startswith("images: clients × batch_size is 2, so the run takes the first 2 named "
+                                      "images (coffee, rocket) and leaves out camera, chelsea")
+    fedavg = from_preset("dlm-plus", {"images": "coffee,rocket,camera", "local_steps": 2})
+    assert "local_steps × batch_size is 2" in fedavg.warnings[0]
+    assert not any(w.startswith("images:") for w in from_preset("invgrad-batch").warnings)  # the batch holds them all

@@ -19,7 +19,7 @@ from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
 from ..device import facts
 from ..errors import LeakdemoError
-from ..settings import LOCAL_DATA, LPIPS_HELP, MODEL_NAMES, round_clients, round_images
+from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
 from ..scenario import from_dict, presets
 from ..words import plural, small_figure
 from . import state
@@ -245,8 +245,7 @@ def sidebar() -> tuple:
         return s2, "device: CUDA is not available on this machine; choose auto or cpu", uploads
     need = catalog.private_images(s2)
     if uploads and len(uploads) < need:
-        what = {"fedsgd": round_images(s2)[1], "vfl": "n_samples"}.get(s2["protocol"], LOCAL_DATA)
-        return s2, f"{what}: needs {plural(need, 'image')} but {len(uploads)} are uploaded", uploads
+        return s2, f"{catalog.private_images_name(s2)}: needs {plural(need, 'image')} but {len(uploads)} are uploaded", uploads
     if not uploads:
         try:
             check_source(s2)
