@@ -38,6 +38,40 @@ def test_every_preset_resolves_and_every_default_is_valid():
             spec.coerce(s[spec.name])
 
 
+
+def test_every_setting_at_its_bounds_is_accepted_or_refused_in_one_line():
+    """What the Lab checks before Run is pressed, for each preset with each of its settings (and each defense's)
+    at the low and the high end of its range and each other choice: a scenario that runs, or one line naming a
+    parameter — never another exception (the sidebar shows the line; a crash would be a traceback). Runs
+    themselves at those bounds were tried once by hand (see the README's robustness note); this keeps the
+    checks honest as settings are added."""
+    from leakdemo.data import check_source
+
+    def values(spec):
+        if spec.kind in ("int", "float"):
+            return [spec.coerce(spec.low), spec.coerce(spec.high)]
+        return [c for c in spec.choices if c != spec.default] if spec.kind == "choice" else \
+            [not spec.default] if spec.kind == "bool" else []
+    tried = refused = 0
+    for name in presets():
+        base = from_preset(name)
+        overs = [{}] + [{"defense": d} for d in catalog.defenses_for(base["protocol"]) if d != base["defense"]]
+        for over in overs:
+            s = from_preset(name, over)
+            for spec in catalog.params_for(s["protocol"], s["attack"], s["defense"]).values():
+                if spec.name in ("preset", "protocol", "attack", "defense", "data", "device"):
+                    continue
+                for v in values(spec):
+                    tried += 1
+                    try:
+                        check_source(dict(from_preset(name, {**over, spec.name: v}).params))
+                    except ParamError as e:
+                        refused += 1
+                        assert "\n" not in str(e) and str(e).split(":")[0] in catalog.all_param_names() | {
+                            "rounds_per_epoch × local_steps × batch_size", "clients × batch_size"}, (name, spec.name, v, e)
+    assert tried > 500 and 0 < refused < tried / 4
+
+
 def test_unknown_and_misplaced_parameters_are_named():
     with pytest.raises(ParamError, match="^foo: unknown parameter"):
         from_preset("dlg", {"foo": 1})
