@@ -692,19 +692,12 @@ def components(protocol: str, attack: str, defense: str) -> tuple[Component, Com
 
 def private_images(p) -> int:
     """How many private images a scenario's client holds (what the attack must rebuild)."""
-    if p["protocol"] == "fedavg":
-        return settings.local_images(p)
-    if p["protocol"] in LOGIT_PROTOCOLS:
-        return p["target_classes"]
-    return p["n_samples"] if p["protocol"] == "vfl" else settings.round_images(p)[0]
+    return p["target_classes"] if p["protocol"] in LOGIT_PROTOCOLS else settings.private_batch(p)[0]
 
 
 def private_images_name(p) -> str:
-    """What a message calls that count: 'batch_size', 'clients × batch_size', 'n_samples', … (the settings
-    that make it, by their codes)."""
-    if p["protocol"] == "fedavg":
-        return settings.LOCAL_DATA
-    return "n_samples" if p["protocol"] == "vfl" else settings.round_images(p)[1]
+    """What a message calls that count (image protocols): see settings.private_batch."""
+    return settings.private_batch(p)[1]
 
 
 def attacks_for(protocol: str) -> list[str]:

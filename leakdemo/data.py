@@ -15,7 +15,7 @@ import numpy as np
 
 from . import cancel
 from .errors import LeakdemoError, ParamError
-from .settings import LOCAL_DATA, SOURCES, local_images, round_images
+from .settings import SOURCES, private_batch
 from .words import plural
 
 if TYPE_CHECKING:
@@ -266,15 +266,10 @@ def check_source(p: dict) -> None:
     protocol, source = p["protocol"], p.get("data")
     if source is None or source == "torchvision" or protocol not in ("fedsgd", "fedavg", "vfl"):
         return
-    if protocol == "vfl":
-        if source == "samples" and p["n_samples"] > len(available_samples()):
-            _check_sample_names(p)  # the data set becomes crops of the named photos
-            return
-        count, count_name = p["n_samples"], "n_samples"
-    elif protocol == "fedavg":
-        count, count_name = local_images(p), LOCAL_DATA
-    else:
-        count, count_name = round_images(p)
+    if protocol == "vfl" and source == "samples" and p["n_samples"] > len(available_samples()):
+        _check_sample_names(p)  # the data set becomes crops of the named photos
+        return
+    count, count_name = private_batch(p)
     _checked_request(p, item_names(source, p), count, count_name)
 
 

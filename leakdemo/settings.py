@@ -138,6 +138,15 @@ def local_images(p: dict) -> int:
     return p["rounds_per_epoch"] * p["local_steps"] * p["batch_size"]
 
 
+def private_batch(p: dict) -> tuple[int, str]:
+    """How many private images an image protocol's client holds (what the attack must rebuild), and what a
+    message calls that count: 'batch_size', 'clients × batch_size', 'n_samples', … (the settings that make
+    it, by their codes)."""
+    if p["protocol"] == "fedavg":
+        return local_images(p), LOCAL_DATA
+    return (p["n_samples"], "n_samples") if p["protocol"] == "vfl" else round_images(p)
+
+
 def fedavg_receives(p: dict) -> str:
     rounds = p["rounds_per_epoch"] * p["epochs"]
     steps = "one SGD step" if p["local_steps"] == 1 else f"{p['local_steps']} SGD steps"
