@@ -34,6 +34,13 @@ def test_dlg_recovers_a_photo(tiny):
     assert f.metrics["label_accuracy"] == 1.0
 
 
+def test_dlg_cannot_single_out_a_photo_when_the_gradient_has_fewer_numbers_than_pixels(tiny):
+    """The Lab's note before Run says so (catalog.too_few_equations); the same run as above, a narrower LeNet."""
+    scenario = from_preset("dlg", {**tiny, "images": "rocket", "model_width": 2})  # 488 numbers, 768 pixel values
+    assert any(w.startswith("Fewer equations than unknowns (0.64 per unknown)") for w in scenario.warnings)
+    assert finish(scenario).metrics["psnr"] < 15
+
+
 def test_idlg_recovers_a_photo_with_the_exact_label(tiny):
     f = finish(from_preset("idlg", {**tiny, "images": "chelsea"}))
     assert f.metrics["psnr"] > 25 and f.metrics["label_accuracy"] == 1.0

@@ -174,3 +174,34 @@ def test_more_named_images_than_the_batch_holds_run_the_first_ones():
     fedavg = from_preset("dlm-plus", {"images": "coffee,rocket,camera", "local_steps": 2})
     assert "local_steps × batch_size is 2" in fedavg.warnings[0]
     assert not any(w.startswith("images:") for w in from_preset("invgrad-batch").warnings)  # the batch holds them all
+
+
+def test_the_lenet_gradients_count_is_the_models_own():
+    from leakdemo.models import LeNet
+    from leakdemo.settings import lenet_equations
+    for size, width, classes in ((16, 12, 100), (32, 12, 100), (64, 12, 100), (64, 24, 10), (33, 5, 10)):
+        model = LeNet(3, size, classes, width=width)
+        conv = sum(p.numel() for name, p in model.named_parameters() if name.startswith("body"))
+        p = {"protocol": "fedsgd", "model": "lenet", "model_width": width, "image_size": size, "num_classes": classes,
+             "batch_size": 1}
+        assert lenet_equations(p) == (conv + model.fc.in_features + classes, 3 * size * size, 1)
+        fc_size = model.fc.weight.numel() + model.fc.bias.numel()  # a batch's outer products fill at most the layer
+        assert lenet_equations({**p, "batch_size": 1000})[0] == conv + fc_size
+
+
+def test_a_gradient_with_too_few_numbers_for_its_pixels_is_said_before_the_run():
+    def note(preset, **overrides):
+        return " ".join(w for w in from_preset(preset, overrides).warnings if "equations" in w)
+    assert not any(note(name) for name in presets())  # every preset's gradient pins its images down
+    big = note("dlg", image_size=64)
+    assert big.startswith("Fewer equations than unknowns (0.92 per unknown): many images give the same gradient")
+    assert "about 11,308 numbers for the 12,288 pixel values of its image" in big
+    assert big.endswith("Two per unknown: model_width=20 or more")  # 40 dB there (measured)
+    assert not note("dlg", image_size=64, model_width=20)
+    two = note("dlg", batch_size=2)
+    assert two.startswith("Few equations for the unknowns (1.61 per unknown).")
+    assert two.endswith("model_width=14 or more or at most 1 image per gradient (batch_size)")
+    averaged = note("dlg-round", secure_aggregation=True)  # 8 one-image clients averaged: 1 image is not a round
+    assert "of its 8 images" in averaged and averaged.endswith("model_width=26 or more")
+    assert "update of the LeNet" in note("dlm-plus", local_steps=5)
+    assert not note("invgrad", image_size=64)  # a ConvNet's gradient holds far more
