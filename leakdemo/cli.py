@@ -526,6 +526,10 @@ def cmd_sweep(args) -> int:
         if one_figure:
             from .tradeoff import one_figure_line
             print("  (" + one_figure_line(axes[0].name, base.params) + ")")
+        from .tradeoff import equations_line
+        counted = axes and equations_line(axes[0].name, axes[0].values, base.params)
+        if counted:
+            print("  (" + counted + ")")
     if args.out and rows:
         from .tradeoff import write_all
         meta = {"title": title, "base": base.to_dict(), "vary": [a.name for a in axes],

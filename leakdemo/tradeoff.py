@@ -10,7 +10,8 @@ import os
 
 import numpy as np
 
-from .catalog import param_label, setting_words
+from .catalog import ENOUGH_EQUATIONS, param_label, setting_words
+from .settings import lenet_equations
 from .sweep import pareto, utility_of
 from .words import value_text
 
@@ -102,6 +103,26 @@ def one_figure_line(axis: str, base: dict | None = None) -> str:
     page, the presenter, the CLI's rows and tradeoff.png — since a flat line otherwise reads as "costs nothing"."""
     return (f"The federation's accuracy is one figure at every point: its training does not take the "
             f"{knob_name(axis, base) or axis_title(axis, base)} — only the round the attack observes does.")
+
+
+def equations_line(axis: str, values, base: dict | None) -> str | None:
+    """Under a FedSGD sweep of DLG's LeNet whose gradient falls below two numbers per unknown pixel value at some
+    point (the Lab's note before Run, catalog.too_few_equations): each point's count, so a class sees why the
+    attack gives out where it does — `sweep-batch-dlg`'s batch of 16 holds 1.04. None where the count does not
+    move with the axis or never comes near."""
+    if not base or base.get("protocol") != "fedsgd":
+        return None
+    ratios = []
+    for value in values:
+        found = lenet_equations({**base, axis: value})
+        if found is None:
+            return None
+        ratios.append(found[0] / found[1])
+    if min(ratios) >= ENOUGH_EQUATIONS or max(ratios) - min(ratios) < 0.01:
+        return None
+    each = ", ".join(f"{value_text(v)}: {r:.2f}" for v, r in zip(values, ratios))
+    return (f"Numbers per unknown pixel value in the LeNet's gradient, by {axis_title(axis, base)}: {each}. Below 1 "
+            f"many images give the same gradient; DLG needed about 2 to bring its images back.")
 
 
 def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, log: bool = False,

@@ -422,3 +422,18 @@ def test_the_cli_chart_says_when_its_utility_cannot_change(monkeypatch):
     assert any(t.startswith("The federation's accuracy is one figure at every point") and "batch size" in t
                for t in said[0]), said[0]
     assert not any("one figure" in t for t in said[1])
+
+
+def test_a_sweep_says_how_many_numbers_per_unknown_each_point_sends_where_dlg_runs_short():
+    from leakdemo.tradeoff import equations_line
+    base = dict(from_preset("dlg").params)  # 32 px: 2.93 numbers per unknown for one photo
+    said = equations_line("batch_size", [1, 2, 4], base)
+    assert said == ("Numbers per unknown pixel value in the LeNet's gradient, by batch size (batch_size): 1: 2.93, "
+                    "2: 1.61, 4: 0.94. Below 1 many images give the same gradient; DLG needed about 2 to bring its "
+                    "images back.")
+    assert equations_line("image_size", [16, 32, 64], base).endswith("16: 10.97, 32: 2.93, 64: 0.92. Below 1 many "
+                                                                     "images give the same gradient; DLG needed "
+                                                                     "about 2 to bring its images back.")
+    assert equations_line("dp_sigma", [0.001, 0.01], base) is None  # the count does not move
+    assert equations_line("batch_size", [1, 2], {**base, "image_size": 16}) is None  # 10.97 and 5.68: plenty
+    assert equations_line("batch_size", [1, 8], dict(from_preset("invgrad").params)) is None  # not the LeNet

@@ -344,6 +344,7 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert "The reconstruction as the defense grows" in [h.value for h in at.subheader]
     assert any(c.value.startswith("Left to right: noise σ (dp_sigma).") for c in at.caption)
     assert not any("is one figure" in c.value for c in at.caption)  # noise on the gradients does cost the federation
+    assert not any(c.value.startswith("Numbers per unknown") for c in at.caption)  # noise leaves the count as it is
     # every built-in sweep ships: choosing another draws it at once too
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
     assert not at.exception and len(at.get("plotly_chart")) == 2
@@ -359,6 +360,9 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     # its utility is one figure: the federation's training never takes the attacked client's batch size — said
     assert any(c.value.startswith("The federation's accuracy is one figure at every point: its training does not "
                                   "take the batch size") for c in at.caption)
+    # and why DLG gives out at 16: the LeNet's gradient then holds barely one number per unknown pixel value
+    assert any(c.value.startswith("Numbers per unknown pixel value in the LeNet's gradient, by batch size "
+                                  "(batch_size): 1: 10.97, 2: 5.68, 4: 3.03, 8: 1.70, 16: 1.04.") for c in at.caption)
     # and so does the tradeoff.png it offers (drawn without the sweep's knob or this line before), as the CLI's
     assert drawn and drawn[-1][1]["one_figure"] is True and drawn[-1][1]["base"]["defense"] == "none"
     assert drawn[0][1]["one_figure"] is False  # the DP sweep's utility does move

@@ -20,8 +20,8 @@ from ..scenario import load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
-from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, knob_name, named_series, one_figure_line, plain,
-                        privacy_key, sweep_csv, utility_range)
+from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
+                        one_figure_line, plain, privacy_key, sweep_csv, utility_range)
 from ..words import plural, value_text
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
@@ -629,6 +629,9 @@ def sweep_panel(pace) -> None:
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
         if axes and _one_utility(job):
             left.caption(one_figure_line(axes[0], job.sweep.base.params))
+        counted = axes and equations_line(axes[0], job.sweep.axes[0].values, job.sweep.base.params)
+        if counted:
+            left.caption(counted)
         picked = right.plotly_chart(memo[2], key="t_tradeoff", on_select="rerun",
                                     selection_mode="points", config={"displayModeBar": False})
         _picked_point(rows, picked, job)
