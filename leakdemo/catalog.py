@@ -234,9 +234,10 @@ _COMPILE = Param("compile", "choice", "auto", "evaluate the objective compiled b
           "eager, with a note, where it cannot be built",
           choices=("auto", "on", "off"), label="Compile the objective")
 _COMPILE_GPU = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile (captured in CUDA "
-                     "graphs on a GPU, where the step is launch-bound); auto = on a GPU only: on a CPU AGIC's compiled "
-                     "objective is ~1.4× slower than its autograd loop. Falls back to eager, with a note, where it "
-                     "cannot be built", choices=("auto", "on", "off"), label="Compile the objective")
+                     "graphs on a GPU); auto = for racing starts on a GPU only: AGIC's compiled objective is slower than its "
+                     "autograd loop on a CPU (~1.4×) and, for one start, on a GPU (H200: 79–81 against 134 it/s). "
+                     "Falls back to eager, with a note, where it cannot be built", choices=("auto", "on", "off"),
+                     label="Compile the objective")
 
 _LBFGS_PARAMS = (
     Param("iterations", "int", 300, "L-BFGS steps (each up to 20 function evaluations)", low=1, high=5000),

@@ -59,6 +59,12 @@ def test_compile_auto_means_racing_starts_and_gpus_only():
     assert not compiled.wanted({"compile": "auto"}, cpu, 4, pays_on_cpu=False)
     assert compiled.wanted({"compile": "auto"}, cuda, 1, pays_on_cpu=False)
     assert compiled.wanted({"compile": "on"}, cpu, 4, pays_on_cpu=False)
+    # ... and one start of it on a GPU too (H200): there auto compiles racing starts only
+    agic = {"pays_on_cpu": False, "pays_for_one_on_gpu": False}
+    assert not compiled.wanted({"compile": "auto"}, cuda, 1, **agic)
+    assert compiled.wanted({"compile": "auto"}, cuda, 4, **agic)
+    assert not compiled.wanted({"compile": "auto"}, cpu, 4, **agic)
+    assert compiled.wanted({"compile": "on"}, cuda, 1, **agic)
     with pytest.raises(ParamError) as e:
         from_preset("dlg", {"compile": "yes"})
     assert e.value.name == "compile"

@@ -10,7 +10,9 @@ import sys
 import time
 
 import pytest
+import torch
 
+from leakdemo.attacks.compiled import wanted
 from leakdemo.dashboard import pool as pool_mod
 from leakdemo.dashboard.pool import RunPool
 from leakdemo.dashboard.shared import queue_line
@@ -295,3 +297,17 @@ def test_runs_split_the_cores_between_them(monkeypatch):
     p._workers[1].handle = object()
     p._share_cores()
     assert [w.threads.value for w in p._workers] == [3, 3]
+
+
+def test_a_gpu_worker_warms_up_every_preset_that_builds_a_compiled_objective():
+    """On a GPU a preset's first run in a process builds its compiled objective (25–29 s on an H200): the
+    warm-up runs each such preset at its own shape, so a class's first run finds it built. A warm-up setting
+    that no longer resolves would leave the worker cold, so each is resolved here."""
+    gpu = pool_mod.warm_runs(cuda=True)
+    assert [name for name, _ in gpu] == ["dlg", "invgrad", "dlm-plus"]
+    for name, settings in gpu:
+        scenario = from_preset(name, settings)
+        assert scenario["iterations"] == 2 and scenario["image_size"] == from_preset(name)["image_size"]
+        assert wanted(scenario, torch.device("cuda"), 1)  # its one start compiles on a GPU: the warm-up builds it
+    (name, settings), = pool_mod.warm_runs(cuda=False)  # the CPU: a small image of the default preset
+    assert from_preset(name, settings)["image_size"] == 16

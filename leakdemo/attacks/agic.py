@@ -169,8 +169,9 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     # restarts race (one epoch only): start 0 is the start above, the others fresh, all under one signed Adam
     starts = [x.detach()] + [torch.rand(shape, generator=g).to(device) for _ in range(p["restarts"])]
     # only the vmapped torch.func objective compiles; on a CPU it is slower than the autograd loop for AGIC's
-    # batch of a round's images (measured, 2 cores: 17 vs 12 ms one start, 67 vs 47 ms four), so auto = GPU only
-    compiling = wanted(p, device, len(starts), pays_on_cpu=False)
+    # batch of a round's images (measured, 2 cores: 17 vs 12 ms one start, 67 vs 47 ms four), and so is one start
+    # on a GPU (H200, warm: 79–81 against 134 it/s), so auto compiles racing starts on a GPU only
+    compiling = wanted(p, device, len(starts), pays_on_cpu=False, pays_for_one_on_gpu=False)
     if len(starts) > 1 or compiling:
         yield Step(done, total, float("nan"), x.detach(), labels.tolist(),
                    f"{len(starts)} random starts racing" if len(starts) > 1 else None,
