@@ -631,11 +631,12 @@ def too_few_equations(p) -> str | None:
     if steps and ratio >= 1:
         return None
     what = "update" if p["protocol"] == "fedavg" else "gradient"
-    enough = lambda e: e[0] >= ENOUGH_EQUATIONS * e[1]  # noqa: E731
-    width = None if steps else next((w for w in range(1, 257) if enough(settings.lenet_equations(p, width=w))), None)
+    def enough(**change) -> bool:
+        return settings.equations_per_unknown(p, **change) >= ENOUGH_EQUATIONS
+    width = None if steps else next((w for w in range(1, 257) if enough(width=w)), None)
     averaged = settings.clients_apart(p) < settings.round_clients(p)  # secure aggregation: 2 clients at least
     knob = "local_steps × batch_size" if p["protocol"] == "fedavg" else "clients × batch_size" if averaged else "batch_size"
-    fewer = max((k for k in range(1 + averaged, n) if enough(settings.lenet_equations(p, images=k))), default=0)
+    fewer = max((k for k in range(1 + averaged, n) if enough(images=k)), default=0)
     remedies = ([f"model_width={width} or more"] if width else []) + (
         [f"at most {plural(fewer, 'image')} per {what} ({knob})"] if fewer else [])
     lead = (f"Fewer equations than unknowns ({ratio:.2f} per unknown): many "

@@ -155,6 +155,12 @@ def lenet_equations(p: dict, width: int | None = None, images: int | None = None
     return numbers, n * 3 * p["image_size"] ** 2, n
 
 
+def equations_per_unknown(p: dict, width: int | None = None, images: int | None = None) -> float | None:
+    """`lenet_equations`' numbers per unknown pixel value (below 1 many images give the same gradient), or None."""
+    found = lenet_equations(p, width, images)
+    return None if found is None else found[0] / found[1]
+
+
 # ---------------------------------------------------------------- FedAvg
 
 MAX_LOCAL_IMAGES = 64  # the private data set: enough for a demo, small enough to reconstruct live

@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from .catalog import ENOUGH_EQUATIONS, param_label, setting_words
-from .settings import lenet_equations
+from .settings import equations_per_unknown
 from .sweep import pareto, utility_of
 from .words import value_text
 
@@ -112,12 +112,9 @@ def equations_line(axis: str, values, base: dict | None) -> str | None:
     move with the axis or never comes near."""
     if not base or base.get("protocol") != "fedsgd":
         return None
-    ratios = []
-    for value in values:
-        found = lenet_equations({**base, axis: value})
-        if found is None:
-            return None
-        ratios.append(found[0] / found[1])
+    ratios = [equations_per_unknown({**base, axis: value}) for value in values]
+    if None in ratios:
+        return None
     if min(ratios) >= ENOUGH_EQUATIONS or max(ratios) - min(ratios) < 0.01:
         return None
     each = ", ".join(f"{value_text(v)}: {r:.2f}" for v, r in zip(values, ratios))
