@@ -200,7 +200,9 @@ def _vfl_lines(m: dict) -> list[str]:
 
 
 def cmd_run(args) -> int:
+    from .attacks import compiled
     from .store import open_store
+    compiled.ONE_OFF = True  # this process runs one attack: on a GPU, building its compiled objective would not pay
     overrides = parse_sets(args.set)
     if args.device:
         overrides["device"] = args.device

@@ -70,6 +70,23 @@ def test_compile_auto_means_racing_starts_and_gpus_only():
     assert e.value.name == "compile"
 
 
+def test_a_one_off_run_leaves_one_start_eager_on_a_gpu(monkeypatch, capsys):
+    """`python -m leakdemo run` runs one attack and exits: on a GPU the build of one start's objective (20–29 s on
+    an H200) would cost more than it saves, so auto leaves it eager there; racing starts still compile, and a
+    process that keeps its builds (the dashboard's workers, sweeps, bench) compiles one start too."""
+    from leakdemo import cli
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(compiled, "ONE_OFF", False)  # restored after the test
+    monkeypatch.setenv("LEAKDEMO_STORE", "off")
+    assert compiled.wanted({"compile": "auto"}, cuda, 1)
+    assert cli.main(["run", "dlg", "--set", "iterations=2", "--set", "image_size=16"]) == 0
+    assert capsys.readouterr().out.startswith("Finished: PSNR")
+    assert not compiled.wanted({"compile": "auto"}, cuda, 1)
+    assert compiled.wanted({"compile": "auto"}, cuda, 4)
+    assert compiled.wanted({"compile": "on"}, cuda, 1)
+    assert not compiled.wanted({"compile": "auto"}, torch.device("cpu"), 1)
+
+
 def test_dlg_with_the_compiled_objective_recovers_the_image():
     events = list(Run(from_preset("dlg", {"image_size": 16, "iterations": 40, "compile": "on",
                                           "images": "coffee"})).events())

@@ -29,16 +29,24 @@ COMPILING = ("compiling the objective (the first time for this shape on this mac
 AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the eager one this closely (relative)
 
 
+# Set by `python -m leakdemo run`, a process that runs one attack and exits: on a GPU the build of one start's
+# objective (20–29 s on an H200) costs more than it saves in that one run — dlm-plus took 5.8 s eagerly, 28 s
+# with its build, 3.5 s once built — so there `auto` leaves one start eager. The dashboard's workers, sweeps
+# and `bench` keep their builds for the runs that follow.
+ONE_OFF = False
+
+
 def wanted(p: dict, device, starts: int, pays_on_cpu: bool = True, pays_for_one_on_gpu: bool = True) -> bool:
     """p["compile"]: on, off, or auto — on for racing starts (starts > 1: the objective dominates their step)
-    and on a GPU (launch-bound), off for one start on a CPU (building costs about what it saves). Missing: off.
+    and on a GPU (launch-bound) unless the process runs only this one attack (ONE_OFF), off for one start on a
+    CPU (building costs about what it saves). Missing: off.
     pays_on_cpu=False: an objective whose compiled form measured slower on a CPU (AGIC's) — auto = GPU only.
     pays_for_one_on_gpu=False: one start of it measured slower compiled on a GPU too (AGIC's on an H200: 79–81
     against 134 it/s eagerly, warm) — auto then compiles only racing starts there."""
     choice = p.get("compile", "off")
     if choice == "auto":
         if torch.device(device).type == "cuda":
-            return starts > 1 or pays_for_one_on_gpu
+            return starts > 1 or (pays_for_one_on_gpu and not ONE_OFF)
         return starts > 1 and pays_on_cpu
     return choice == "on"
 
