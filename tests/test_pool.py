@@ -311,3 +311,15 @@ def test_a_gpu_worker_warms_up_every_preset_that_builds_a_compiled_objective():
         assert wanted(scenario, torch.device("cuda"), 1)  # its one start compiles on a GPU: the warm-up builds it
     (name, settings), = pool_mod.warm_runs(cuda=False)  # the CPU: a small image of the default preset
     assert from_preset(name, settings)["image_size"] == 16
+
+
+def test_a_run_goes_to_a_warm_worker_before_one_still_warming_up():
+    """A worker still warming up takes a run only after the step it is in — on a GPU a build of 25 s — so a free
+    worker past its warm-up is chosen first; busy and not-yet-ready workers are not chosen at all."""
+    from types import SimpleNamespace as W
+    warming = W(handle=None, ready=True, warm=False, name="warming")
+    warm = W(handle=None, ready=True, warm=True, name="warm")
+    busy = W(handle=object(), ready=True, warm=True, name="busy")
+    loading = W(handle=None, ready=False, warm=False, name="loading")
+    assert [w.name for w in pool_mod.free_workers([warming, busy, loading, warm])] == ["warm", "warming"]
+    assert pool_mod.free_workers([busy, loading]) == []

@@ -292,6 +292,12 @@ class _Worker:
             self.process.start()
 
 
+def free_workers(workers: list) -> list:
+    """Workers that can take a run now, those past their warm-up first: one still warming up finishes the step
+    it is in before it takes the run, and on a GPU that step can be a 25 s build of a compiled objective."""
+    return sorted((w for w in workers if w.handle is None and w.ready), key=lambda w: not w.warm)
+
+
 def _deaf_to_stop(w: _Worker, now: float) -> bool:
     """The worker has held a stopped job for STOP_GRACE seconds: it is inside a call that never looks."""
     h = w.handle
@@ -438,10 +444,12 @@ class RunPool:
                         continue
                     keep.append(h)
                 self._waiting = keep
+                for w in free_workers(self._workers):
+                    if not self._waiting:
+                        break
+                    self._start(w, self._waiting.pop(0))
                 for w in self._workers:
-                    if w.handle is None and w.ready and self._waiting:
-                        self._start(w, self._waiting.pop(0))
-                    elif w.handle is not None and w.job_id is not None and self._gone(w.handle, now):
+                    if w.handle is not None and w.job_id is not None and self._gone(w.handle, now):
                         w.stop_job.value = w.job_id  # the tab is gone: free the worker
                     if _deaf_to_stop(w, now):
                         w.process.kill()  # _pump sees it die: the run ends as stopped, a new worker starts
