@@ -105,17 +105,23 @@ def one_figure_line(axis: str, base: dict | None = None) -> str:
             f"{knob_name(axis, base) or axis_title(axis, base)} — only the round the attack observes does.")
 
 
-def equations_line(axis: str, values, base: dict | None) -> str | None:
-    """Under a FedSGD sweep of DLG's LeNet whose gradient falls below two numbers per unknown pixel value at some
-    point (the Lab's note before Run, catalog.too_few_equations): each point's count, so a class sees why the
-    attack gives out where it does — `sweep-batch-dlg`'s batch of 16 holds 1.04. None where the count does not
-    move with the axis or never comes near."""
+def equations_per_point(axis: str, values, base: dict | None) -> list[float] | None:
+    """Each swept value's numbers per unknown pixel value in DLG's LeNet gradient, where a FedSGD sweep falls
+    below two at some point (the Lab's note before Run, catalog.too_few_equations) — `sweep-batch-dlg`'s batch
+    of 16 holds 1.04. None where the count does not move with the axis or never comes near."""
     if not base or base.get("protocol") != "fedsgd":
         return None
     ratios = [equations_per_unknown({**base, axis: value}) for value in values]
-    if None in ratios:
+    if None in ratios or min(ratios) >= ENOUGH_EQUATIONS or max(ratios) - min(ratios) < 0.01:
         return None
-    if min(ratios) >= ENOUGH_EQUATIONS or max(ratios) - min(ratios) < 0.01:
+    return ratios
+
+
+def equations_line(axis: str, values, base: dict | None) -> str | None:
+    """Under the sweep's chart (page and CLI): each point's count, so a class sees why the attack gives out where
+    it does (equations_per_point); None where there is nothing to say."""
+    ratios = equations_per_point(axis, values, base)
+    if ratios is None:
         return None
     each = ", ".join(f"{value_text(v)}: {r:.2f}" for v, r in zip(values, ratios))
     return (f"Numbers per unknown pixel value in the LeNet's gradient, by {axis_title(axis, base)}: {each}. Below 1 "

@@ -387,6 +387,12 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
     scroll = page.evaluate("() => [document.querySelector('[data-testid=\"stMain\"]').scrollHeight, "
                            "document.querySelector('[data-testid=\"stMain\"]').clientHeight]")
     assert scroll[0] <= scroll[1] + 2, f"the chart scene scrolls at {size}: {scroll}"
+    page.goto(f"{server}/?present=1&scenes=sweep:sweep-batch-dlg")  # a note under the chart: the chart makes room
+    note = page.locator(".ld-why", has_text="one figure at every point")
+    note.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)
+    box = note.bounding_box()
+    assert box["y"] + box["height"] <= size[1], f"the note under the chart falls below the fold at {size}: {box}"
     assert_no_traceback(page)
     page.close()
 

@@ -299,6 +299,10 @@ def test_presenter_names_a_protocol_knobs_sweep_by_its_knob(store_path):
     at.run()
     assert not at.exception and at.title[0].value == "What the attack recovers, by batch size"
     assert any("The federation's accuracy is one figure at every point" in m.value for m in at.markdown)
+    # why DLG gives out at 8 and 16, on the chart itself: each batch size's numbers per unknown pixel value
+    x = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["xaxis"]
+    assert x["ticktext"] == ["1 (10.97)", "2 (5.68)", "4 (3.03)", "8 (1.70)", "16 (1.04)"]
+    assert x["title"]["text"] == "batch size (batch_size) · in brackets: numbers per unknown (DLG needs ~2)"
 
 
 def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeypatch):

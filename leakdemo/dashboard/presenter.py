@@ -26,6 +26,7 @@ QUEUED_POLL = 2.0  # while it waits for a worker
 DEFAULT_LIVE = ("dlg",)
 DEFAULT_SWEEPS = ("sweep-dp-dlg",)
 BIG_FONT = 18  # a chart's text, read from the back of a room
+NOTE_REM = 6.5  # what a two-line note under a chart takes (its margins too): the chart gives it up
 CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header, footer {display: none !important;}
@@ -327,7 +328,7 @@ def sweep_scene(name: str, choices: dict) -> None:
     """A built-in sweep's chart, drawn from this machine's run store when it holds every run, else from the
     gallery's recording (sweep-dp-dlg ships there); otherwise it says what to run."""
     from ..sweeps import sweeps
-    from ..tradeoff import knob_name, one_figure_line
+    from ..tradeoff import equations_per_point, knob_name, one_figure_line
     from .tradeoffs import LINE_STYLES, strength_figure
     spec = sweeps()[name]
     memo = st.session_state.setdefault("p_sweep_rows", {})
@@ -347,15 +348,39 @@ def sweep_scene(name: str, choices: dict) -> None:
     fig = strength_figure(rows, [a.name for a in axes], axes[0].log, plot_px=850, char_px=BIG_FONT // 2, base=base)
     big, bigger = dict(size=BIG_FONT), dict(size=BIG_FONT + 4)  # the theme sizes each part: each is set here
     # no title (the scene's heading says it), so the key to solid and dashed lines heads the legend
-    fig.update_layout(height=None, font=big, title=None,
-                      legend=dict(font=big, y=-0.2, title=dict(text=LINE_STYLES, font=big)))
+    fig.update_layout(height=None, font=big, title=None, margin=dict(t=24),
+                      # at the figure's foot, below the axis title however long (a share of the plot's height met
+                      # it on a short chart)
+                      legend=dict(font=big, yref="container", y=0, yanchor="bottom",
+                                  title=dict(text=LINE_STYLES, font=big)))
     fig.update_xaxes(tickfont=big, title_font=bigger)
     fig.update_yaxes(tickfont=big, title_font=bigger)
+    right = fig.layout.yaxis2.title.text  # "federation's accuracy (held-out digits)" ran past a short chart's top
+    if right and " (" in right:
+        fig.update_yaxes(title_text=right.replace(" (", "<br>(", 1), secondary_y=True)
     fig.update_annotations(font=big)
+    _count_beneath_each_value(fig, equations_per_point(axes[0].name, axes[0].values, base), axes[0].values)
+    if one_utility:  # the chart gives the note below it room: at 1024×768 and 1280×720 it fell below the fold
+        st.markdown(f'<style>[data-testid="stPlotlyChart"] {{height: calc(68vh - {NOTE_REM}rem) !important;}}</style>',
+                    unsafe_allow_html=True)
     st.plotly_chart(fig, config={"displayModeBar": False}, height="stretch")
     if one_utility:
         st.markdown(f'<div class="ld-why">{one_figure_line(axes[0].name, base)}</div>',
                     unsafe_allow_html=True)  # read from the back: the subtitle's size
+
+
+def _count_beneath_each_value(fig, counts: list[float] | None, values) -> None:
+    """Beside each swept value its gradient's numbers per unknown pixel value (tradeoff.equations_per_point), where
+    a sweep of DLG's LeNet runs short of them: the reason the attack gives out there, on the chart itself, since
+    a projector has no room for the page's line of figures (sweep-batch-dlg: '16 (1.04)')."""
+    x = fig.layout.xaxis
+    if not counts or x.tickvals is None or x.ticktext is None:
+        return
+    count = dict(zip(values, counts))
+    if not all(v in count for v in x.tickvals):
+        return
+    fig.update_xaxes(ticktext=[f"{t} ({count[v]:.2f})" for v, t in zip(x.tickvals, x.ticktext)],
+                     title_text=f"{x.title.text} · in brackets: numbers per unknown (DLG needs ~2)")
 
 
 def _own_store():
