@@ -230,14 +230,14 @@ LOGIT_PROTOCOLS = ("fedmd", "ds-fl", "fedgems")
 _COMPILE = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile: with racing "
           "starts on a CPU ~2× (DLG) to 5× (Inverting Gradients) faster per step, but building it takes 1–4 s per "
           "run (up to a minute the first time a shape is seen on a machine, two for a deep ResNet; Stop ends it), "
-          "about what one CPU start saves; auto = on for racing starts and on a GPU (but not for one start of a one-off "
-          "`python -m leakdemo run`, whose build, 20–29 s on an H200, costs more than it saves), off otherwise. Falls "
-          "back to eager, with a note, where it cannot be built",
+          "about what one CPU start saves; auto = on for racing starts and on a GPU (but not for one start of a "
+          "one-off `python -m leakdemo run`, whose build, 20–29 s on an H200, costs more than it saves), off "
+          "otherwise. Falls back to eager, with a note, where it cannot be built",
           choices=("auto", "on", "off"), label="Compile the objective")
 _COMPILE_GPU = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile (captured in CUDA "
-                     "graphs on a GPU); auto = for racing starts on a GPU only: AGIC's compiled objective is slower than its "
-                     "autograd loop on a CPU (~1.4×) and, for one start, on a GPU (H200: 79–81 against 134 it/s). "
-                     "Falls back to eager, with a note, where it cannot be built", choices=("auto", "on", "off"),
+                     "graphs on a GPU); auto = for racing starts on a GPU only: AGIC's compiled objective is slower "
+                     "than its autograd loop on a CPU (~1.4×) and, for one start, on a GPU (H200: 79–81 against 134 "
+                     "it/s). Falls back to eager, with a note, where it cannot be built", choices=("auto", "on", "off"),
                      label="Compile the objective")
 
 _LBFGS_PARAMS = (

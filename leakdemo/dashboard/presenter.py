@@ -359,7 +359,7 @@ def sweep_scene(name: str, choices: dict) -> None:
     if right and " (" in right:
         fig.update_yaxes(title_text=right.replace(" (", "<br>(", 1), secondary_y=True)
     fig.update_annotations(font=big)
-    _count_beneath_each_value(fig, equations_per_point(axes[0].name, axes[0].values, base), axes[0].values)
+    _count_beside_each_value(fig, equations_per_point(axes[0].name, axes[0].values, base), axes[0].values)
     if one_utility:  # the chart gives the note below it room: at 1024×768 and 1280×720 it fell below the fold
         st.markdown(f'<style>[data-testid="stPlotlyChart"] {{height: calc(68vh - {NOTE_REM}rem) !important;}}</style>',
                     unsafe_allow_html=True)
@@ -369,7 +369,7 @@ def sweep_scene(name: str, choices: dict) -> None:
                     unsafe_allow_html=True)  # read from the back: the subtitle's size
 
 
-def _count_beneath_each_value(fig, counts: list[float] | None, values) -> None:
+def _count_beside_each_value(fig, counts: list[float] | None, values) -> None:
     """Beside each swept value its gradient's numbers per unknown pixel value (tradeoff.equations_per_point), where
     a sweep of DLG's LeNet runs short of them: the reason the attack gives out there, on the chart itself, since
     a projector has no room for the page's line of figures (sweep-batch-dlg: '16 (1.04)')."""
