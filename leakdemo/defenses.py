@@ -9,6 +9,8 @@ from functools import lru_cache
 
 import torch
 
+from .device import from_host
+
 Payload = list[torch.Tensor]
 
 
@@ -16,13 +18,13 @@ def clip_by_global_norm(payload: Payload, clip: float) -> Payload:
     """Scale the whole payload so its L2 norm (all tensors together) is at most `clip` (0: no clipping)."""
     if clip <= 0:
         return [t.clone() for t in payload]
-    norm = torch.sqrt(sum((t.double() ** 2).sum() for t in payload)).item()
-    scale = min(1.0, clip / norm) if norm > 0 else 1.0
-    return [t * scale for t in payload]
+    norm = torch.sqrt(sum((t.double() ** 2).sum() for t in payload))
+    scale = torch.where(norm > 0, clip / norm, 1.0).clamp(max=1.0)  # a tensor: read on the host it would sync a GPU
+    return [t * scale.to(t.dtype) for t in payload]
 
 
 def gaussian_noise(payload: Payload, sigma: float, g: torch.Generator) -> Payload:
-    return [t + sigma * torch.randn(t.shape, generator=g, dtype=t.dtype).to(t.device) for t in payload]
+    return [t + sigma * from_host(torch.randn(t.shape, generator=g, dtype=t.dtype), t.device) for t in payload]
 
 
 def laplace_noise(payload: Payload, scale: float, g: torch.Generator) -> Payload:
@@ -31,7 +33,7 @@ def laplace_noise(payload: Payload, scale: float, g: torch.Generator) -> Payload
     for t in payload:
         u = torch.rand(t.shape, generator=g, dtype=torch.float64) - 0.5
         noise = -scale * torch.sign(u) * torch.log1p(-2 * u.abs().clamp(max=0.5 - 1e-12))
-        out.append(t + noise.to(dtype=t.dtype, device=t.device))
+        out.append(t + from_host(noise.to(t.dtype), t.device))
     return out
 
 
@@ -56,12 +58,13 @@ MAX_CANDIDATE_NUMBERS = 4_000_000  # per layer shape: ν is lowered for big laye
 
 
 @lru_cache(maxsize=32)
-def _sorted_candidates(numel: int, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _sorted_candidates(numel: int, count: int, seed: int, device) -> tuple[torch.Tensor, torch.Tensor]:
     """Fake-gradient candidates: `count` vectors of |N(0, 1)| entries, each sorted in descending order,
-    and their squared norms. Drawn once per layer shape (Algorithm 5, lines 1-2) and reused."""
+    and their squared norms. Drawn once per layer shape (Algorithm 5, lines 1-2) from a seeded CPU generator
+    (the same on every device), moved once to the device that uses them and reused."""
     count = max(1, min(count, MAX_CANDIDATE_NUMBERS // max(numel, 1)))
     g = torch.Generator().manual_seed(seed)
-    psi = torch.randn((count, numel), generator=g).abs().sort(dim=1, descending=True).values
+    psi = torch.randn((count, numel), generator=g).abs().sort(dim=1, descending=True).values.to(device)
     return psi, psi.pow(2).sum(1)
 
 
@@ -74,22 +77,22 @@ def fake_gradients(payload: Payload, sigma: float, candidates: int, g: torch.Gen
     profile do not. σ is in units of the layer's own gradient RMS, so one setting serves every layer.
     The literal text clamps with signed ψ (negative for the lower half, which flips small entries to
     large negative values) and never gives its resampling threshold τ: we use |ψ| and no resampling.
+    Everything after the draw stays on the payload's device (no value is read on the host: no GPU waits).
     """
     seed = int(g.initial_seed() % (2**31 - 1))  # the same candidates for the whole run
     out = []
     for t in payload:
         flat = t.detach().flatten()
-        rms = flat.pow(2).mean().sqrt()
-        if flat.numel() == 0 or rms == 0:
+        if flat.numel() == 0:
             out.append(t.clone())
             continue
+        scale = sigma * flat.pow(2).mean().sqrt()  # an all-zero layer gets bound 0 and stays zero
         magnitude, order = flat.abs().sort(descending=True)
-        psi, norms = _sorted_candidates(flat.numel(), candidates, seed + flat.numel())
-        scale = float(sigma * rms)
+        psi, norms = _sorted_candidates(flat.numel(), candidates, seed + flat.numel(), flat.device)
         # ‖sψ − m‖² = s²‖ψ‖² − 2s ψ·m + ‖m‖²: the nearest candidate without materialising differences
-        best = (scale * norms - 2 * (psi @ magnitude.cpu())).argmin()
+        best = (scale * norms - 2 * (psi @ magnitude)).argmin()
         bound = torch.empty_like(flat)
-        bound[order] = psi[best].to(flat.device) * scale
+        bound[order] = psi[best] * scale
         out.append(torch.maximum(torch.minimum(flat, bound), -bound).view_as(t))
     return out
 

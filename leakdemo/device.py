@@ -113,3 +113,14 @@ def exact_float32() -> None:
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+
+
+def from_host(t, device):
+    """`t` (made on the host, e.g. noise from a seeded CPU generator) on `device` without the GPU waiting.
+
+    A plain copy from ordinary host memory makes torch wait for the GPU to finish everything queued before it
+    (a host sync per tensor: a defense adds one for every layer it noises, every round). From pinned memory
+    the copy is queued like a kernel; torch keeps the pinned block until the copy is done."""
+    if t.device == device or device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)

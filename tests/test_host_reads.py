@@ -3,19 +3,42 @@ its cause: leakdemo code reading a tensor's value (float, int, bool, item, tolis
 below turns every such read from leakdemo's own files into an error while the attack steps; torch's own
 bookkeeping is let through (its optimisers keep their step counts on the host, where reading them is free).
 Racing L-BFGS (DLG/DLM) is not here: it reads which start leads and which stalled once per L-BFGS step of
-~20 evaluations, by design (see attacks/racing.py)."""
+~20 evaluations, by design (see attacks/racing.py).
+
+A GPU also waits inside some of torch's own operations, whoever calls them: an SVD, pinv or eigh (cuSOLVER
+checks convergence on the host), a linalg call that checks its errors, a boolean mask's nonzero. The second
+guard sees every operation torch dispatches and turns those into errors too."""
 import contextlib
 import os
 import sys
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from leakdemo import catalog
 from leakdemo.scenario import from_preset
 
 LEAKDEMO = os.path.dirname(os.path.abspath(catalog.__file__))
 READS = ("__float__", "__int__", "__bool__", "__index__", "item", "tolist")
+
+
+WAITING_OPS = ("_linalg_svd", "linalg_svd", "linalg_pinv", "_linalg_eigh", "linalg_eigh", "linalg_eig",
+               "_linalg_check_errors", "linalg_lstsq", "linalg_matrix_rank", "nonzero", "masked_select",
+               "_unique2", "unique_dim", "unique_consecutive")
+
+
+class NoWaitingOps(TorchDispatchMode):
+    """Every operation torch runs passes here: those that make a GPU wait for the host are refused."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        masked = name in ("index", "index_put_", "index_put") and any(
+            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else ()) or ())
+        if name in WAITING_OPS or masked or (name == "repeat_interleave" and "output_size" not in (kwargs or {})
+                                            and isinstance(args[0], torch.Tensor) and args[0].dtype != torch.float):
+            raise AssertionError(f"aten.{name}{' with a boolean mask' if masked else ''} waits for the host on a GPU")
+        return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
@@ -34,10 +57,23 @@ def no_host_reads():
     for name in READS:
         setattr(torch.Tensor, name, guarded(name))
     try:
-        yield
+        with NoWaitingOps():
+            yield
     finally:
         for name, original in saved.items():
             setattr(torch.Tensor, name, original)
+
+
+def test_the_guard_sees_an_operation_that_waits():
+    with no_host_reads():
+        torch.ones(3).add(1)  # an ordinary operation passes
+        with pytest.raises(AssertionError, match="linalg_pinv"):
+            torch.linalg.pinv(torch.eye(3))
+        with pytest.raises(AssertionError, match="_linalg_svd"):
+            torch.linalg.svd(torch.eye(3))
+        with pytest.raises(AssertionError, match="boolean mask"):
+            torch.ones(3)[torch.ones(3) > 0]
+        torch.linalg.cholesky_ex(torch.eye(3))  # the unchecked variants do not wait
 
 
 def test_the_guard_sees_a_read():
@@ -58,6 +94,9 @@ def test_the_guard_sees_a_read():
     ("agic-multiround", {}),  # AGIC's per-epoch pre-reconstructions
     ("invgrad-fedavg", {}),  # the simulation baseline
     ("cafe", {"n_samples": 40, "batch_size": 8}),  # CAFE, Steps I–III in one loop
+    ("cafe-training", {"n_samples": 40, "batch_size": 8}),  # … with the row-space term, the federation training
+    ("cafe-fake-gradients", {"n_samples": 40, "batch_size": 8}),  # … its uploads through CAFE's defense
+    ("cafe", {"n_samples": 40, "batch_size": 8, "defense": "dp-gaussian"}),  # … through clipping and noise
     ("pli", {"data": "digits", "image_size": 16, "target_classes": 3, "views": 24, "rounds": 1,
              "local_epochs": 2, "inversion_epochs": 3, "model_width": 16}),  # PLI's inversion networks' epochs
 ])

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from leakdemo import catalog
-from leakdemo.attacks.cafe import batches, cafe, off_span, row_space
+from leakdemo.attacks.cafe import batches, cafe, min_norm, off_span, row_space
 from leakdemo.defenses import fake_gradients
 from leakdemo.errors import ParamError
 from leakdemo.protocols import vfl
@@ -141,6 +141,20 @@ def test_the_first_fc_gradient_spans_its_batch_inputs_whatever_the_per_sample_gr
     assert off_span(3 * H[:2] - H[2:4], basis) < 1e-8  # but the term alone allows mixtures: gradient matching must pin them
     few = row_space(V[:, :4].T @ H)  # d2 = 4 < K: the rows span only 4 of the 6 directions
     assert off_span(H, few) > 0.1
+
+
+def test_step_two_solves_each_batch_like_a_pseudo_inverse_but_never_blows_up():
+    g = torch.Generator().manual_seed(0)
+    for shape in [(16, 6), (4, 6)]:  # d2 ≥ K and d2 < K: either Gram matrix is the one factored
+        a, r = torch.randn(shape, generator=g), torch.randn(shape[0], 30, generator=g)
+        exact = torch.linalg.pinv(a.double()) @ r.double()
+        assert (min_norm(a, r, 1e-3) - exact).norm() < 1e-3 * exact.norm()
+    assert min_norm(torch.zeros(16, 6), torch.randn(16, 3, generator=g), 1e-3).abs().max() == 0  # V still 0
+    # nearly dependent samples (V early on): a pseudo-inverse amplifies their difference, the damped one does not
+    a = torch.randn(16, 1, generator=g).repeat(1, 6) + 1e-5 * torch.randn(16, 6, generator=g)
+    r = torch.randn(16, 30, generator=g)
+    assert (torch.linalg.pinv(a.double(), rtol=1e-6) @ r.double()).norm() > 1e3 * r.norm() / a.norm()
+    assert min_norm(a, r, 1e-3).norm() < 10 * r.norm() / a.norm()
 
 
 # 3e-4 trains the tiny model hard (loss 2.3 → 0.3 in 600 iterations); the `cafe-training` preset's Step III
