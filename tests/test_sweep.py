@@ -159,6 +159,7 @@ def test_the_federation_trains_with_onednn_and_the_attacks_keep_it_off(monkeypat
     import torch
 
     import leakdemo.runner  # noqa: F401  (turns oneDNN off for the attacks)
+    monkeypatch.setattr(torch.backends.mkldnn, "enabled", False)  # as a gradient attack leaves it (CAFE turns it on)
     seen = []
     monkeypatch.setattr(utility, "_federation", lambda p, defended: seen.append(torch.backends.mkldnn.enabled) or 0.5)
     assert utility._train(dict(from_preset("invgrad").params), True) == 0.5
