@@ -13,7 +13,8 @@ Steps I and II are linear least-squares problems. `solver=least-squares` (defaul
 exactly over every equation received so far — recursive least squares for Step I (N iterations make V
 exact on a fixed model), a damped minimum-norm projection onto each batch's equations for Step II
 (`min_norm`: directions of V's batch below ~1e-3 of its largest singular value are damped, so a rough early
-V cannot throw Ĥ far off; an exact pseudo-inverse measured up to 10 dB worse, 8 dB on `cafe`) — which reaches the unique minimiser the paper's SGD converges to (its Theorems 1-2) in far fewer iterations
+V cannot throw Ĥ far off; an exact pseudo-inverse measured up to 10 dB worse, 8 dB on `cafe`) — which
+reaches the unique minimiser the paper's SGD converges to (its Theorems 1-2) in far fewer iterations
 than the paper's 20 000. `solver=sgd` takes the paper's gradient steps instead, with a normalised size
 (`lr_step1` = 1 projects onto the batch's sums, like Kaczmarz; `lr_step2` is relative to the batch's
 curvature ‖V_batch‖²), since the raw gradients' scale depends on the model. When the model keeps
