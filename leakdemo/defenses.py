@@ -92,7 +92,7 @@ def fake_gradients(payload: Payload, sigma: float, candidates: int, g: torch.Gen
         # ‖sψ − m‖² = s²‖ψ‖² − 2s ψ·m + ‖m‖²: the nearest candidate without materialising differences
         best = (scale * norms - 2 * (psi @ magnitude)).argmin()
         bound = torch.empty_like(flat)
-        bound[order] = psi[best] * scale
+        bound[order] = psi.index_select(0, best.view(1))[0] * scale  # psi[best] would read `best` on the host
         out.append(torch.maximum(torch.minimum(flat, bound), -bound).view_as(t))
     return out
 

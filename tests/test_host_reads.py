@@ -28,6 +28,18 @@ WAITING_OPS = ("_linalg_svd", "linalg_svd", "linalg_pinv", "_linalg_eigh", "lina
                "_unique2", "unique_dim", "unique_consecutive")
 
 
+TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+DISPATCH = tuple(os.path.join(TORCH, d) for d in ("_dynamo", "_compile.py", "_ops.py", "utils/_python_dispatch.py"))
+
+
+def _caller() -> str:
+    """file:line of the code that ran the operation, past torch's dispatch machinery."""
+    f = sys._getframe(2)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(DISPATCH):
+        f = f.f_back
+    return f"{os.path.abspath(f.f_code.co_filename)}:{f.f_lineno}" if f else "?"
+
+
 class NoWaitingOps(TorchDispatchMode):
     """Every operation torch runs passes here: those that make a GPU wait for the host are refused."""
 
@@ -35,6 +47,10 @@ class NoWaitingOps(TorchDispatchMode):
         name = func.overloadpacket.__name__
         masked = name in ("index", "index_put_", "index_put") and any(
             isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else ()) or ())
+        if name == "_local_scalar_dense":  # a value read on the host, e.g. rows[i] with i a 0-dim tensor: refused
+            caller = _caller()  # where leakdemo's own code asks for it (torch's optimisers read their step
+            if caller.startswith(LEAKDEMO):  # counts, which they keep on the host: free)
+                raise AssertionError(f"aten._local_scalar_dense (a host read) at {caller}")
         if name in WAITING_OPS or masked or (name == "repeat_interleave" and "output_size" not in (kwargs or {})
                                             and isinstance(args[0], torch.Tensor) and args[0].dtype != torch.float):
             raise AssertionError(f"aten.{name}{' with a boolean mask' if masked else ''} waits for the host on a GPU")
