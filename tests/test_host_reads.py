@@ -45,14 +45,15 @@ class NoWaitingOps(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
-        masked = name in ("index", "index_put_", "index_put") and any(
-            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in (args[1] if len(args) > 1 else ()) or ())
+        indices = args[1] if name in ("index", "index_put_", "index_put") else ()
+        masked = any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices)
+        counted = (name == "repeat_interleave" and func._overloadname != "self_int"  # repeats given as a tensor
+                   and (kwargs or {}).get("output_size") is None)  # are summed on the host unless sized
         if name == "_local_scalar_dense":  # a value read on the host, e.g. rows[i] with i a 0-dim tensor: refused
             caller = _caller()  # where leakdemo's own code asks for it (torch's optimisers read their step
             if caller.startswith(LEAKDEMO):  # counts, which they keep on the host: free)
                 raise AssertionError(f"aten._local_scalar_dense (a host read) at {caller}")
-        if name in WAITING_OPS or masked or (name == "repeat_interleave" and "output_size" not in (kwargs or {})
-                                            and isinstance(args[0], torch.Tensor) and args[0].dtype != torch.float):
+        if name in WAITING_OPS or masked or counted:
             raise AssertionError(f"aten.{name}{' with a boolean mask' if masked else ''} waits for the host on a GPU")
         return func(*args, **(kwargs or {}))
 
