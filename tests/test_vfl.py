@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from leakdemo import catalog
-from leakdemo.attacks.cafe import batches, cafe, min_norm, off_span, row_space
+from leakdemo.attacks.cafe import StepOne, batches, cafe, min_norm, off_span, row_space
 from leakdemo.defenses import fake_gradients
 from leakdemo.errors import ParamError
 from leakdemo.protocols import vfl
@@ -155,6 +155,24 @@ def test_step_two_solves_each_batch_like_a_pseudo_inverse_but_never_blows_up():
     r = torch.randn(16, 30, generator=g)
     assert (torch.linalg.pinv(a.double(), rtol=1e-6) @ r.double()).norm() > 1e3 * r.norm() / a.norm()
     assert min_norm(a, r, 1e-3).norm() < 10 * r.norm() / a.norm()
+
+
+def test_the_worker_axis_solves_each_worker_as_if_alone():
+    # Steps I–II run all workers at once; a worker with tiny gradients must not be damped by another's scale
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 16, 6, generator=g) * torch.tensor([1.0, 1e-4, 30.0])[:, None, None]
+    r = torch.randn(3, 16, 30, generator=g)
+    together, basis = min_norm(a, r, 1e-3), row_space(a.mT @ r)
+    for m in range(3):
+        assert torch.allclose(together[m], min_norm(a[m], r[m], 1e-3), rtol=1e-6, atol=0)
+        assert torch.allclose(basis[m], row_space(a[m].T @ r[m]), rtol=1e-5, atol=1e-7)
+    n, idx = 10, torch.tensor([1, 4, 7])
+    V, target = torch.zeros(3, n, 5), torch.randn(3, 5, generator=g)
+    StepOne(n, "cpu").update(V, idx, target)
+    for m in range(3):
+        alone = torch.zeros(1, n, 5)
+        StepOne(n, "cpu").update(alone, idx, target[m:m + 1])
+        assert torch.equal(V[m], alone[0]) and torch.allclose(V[m, idx].sum(0), target[m], atol=1e-4)
 
 
 # 3e-4 trains the tiny model hard (loss 2.3 → 0.3 in 600 iterations); the `cafe-training` preset's Step III

@@ -63,19 +63,21 @@ def truncated_tv(x: torch.Tensor, xi: float) -> torch.Tensor:
 class StepOne:
     """Step I as recursive least squares: V minimises Σ_t ‖Σ_{n∈s_t} v_n − ∇b₁(t)‖² over all t so far.
 
-    All d2 coordinates share the same design (the batch indicators), so one N×N matrix P serves them all;
-    each batch is a rank-one update (Sherman-Morrison), O(N²) per iteration.
+    Every worker and every one of its d2 coordinates shares the same design (the batch indicators), so one
+    N×N matrix P serves them all; each batch is a rank-one update (Sherman-Morrison), O(N²) per iteration
+    however many workers there are.
     """
 
     def __init__(self, n: int, device):
         self.P = torch.eye(n, dtype=torch.float64, device=device) * 1e6  # a weak prior: V starts at 0
 
     def update(self, V: torch.Tensor, idx: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """One batch's equations; returns their squared residual before the update (0-dim, on the device)."""
-        r = target.double() - V[idx].double().sum(0)
+        """One batch's equations for every worker (V: M × N × d2, target: M × d2); returns their squared
+        residual before the update (0-dim, on the device)."""
+        r = target.double() - V[:, idx].double().sum(1)
         ps = self.P[:, idx].sum(1)
         gain = ps / (1.0 + ps[idx].sum())
-        V += (gain[:, None] * r[None, :]).to(V.dtype)
+        V += (gain[None, :, None] * r[:, None, :]).to(V.dtype)
         self.P = self.P - gain[:, None] * ps[None, :]
         return r.pow(2).sum()
 
@@ -107,7 +109,7 @@ def min_norm(a: torch.Tensor, r: torch.Tensor, rtol: float) -> torch.Tensor:
 
 
 def row_space(grad_w: torch.Tensor, rtol: float = 1e-4) -> torch.Tensor:
-    """A basis (d₁ × d₂ columns) of the row space of ∇Θ₁ (d₂ × d₁): B Bᵀ projects onto it.
+    """A basis (d₁ × d₂ columns) of the row space of ∇Θ₁ (d₂ × d₁; or one per worker, stacked): B Bᵀ projects onto it.
 
     ∇Θ₁ = Σ_n v_n h_nᵀ, so its rows span the batch's first-FC inputs h_n when d₂ ≥ K and V is full rank.
     B = Wᵀ L⁻ᵀ with L Lᵀ = W Wᵀ + λI: B Bᵀ = Wᵀ(WWᵀ + λI)⁻¹W, the projector onto W's rows with directions
@@ -115,14 +117,15 @@ def row_space(grad_w: torch.Tensor, rtol: float = 1e-4) -> torch.Tensor:
     directions and shrink to 0 for the weak ones). The shape never depends on the data, nothing waits for
     the host."""
     w = grad_w.double()
-    low = damped_cholesky(w @ w.T, rtol)
-    return torch.linalg.solve_triangular(low, w, upper=False).T.to(grad_w.dtype)
+    low = damped_cholesky(w @ w.mT, rtol)
+    return torch.linalg.solve_triangular(low, w, upper=False).mT.to(grad_w.dtype)
 
 
 def off_span(h: torch.Tensor, basis: torch.Tensor) -> torch.Tensor:
-    """Σ_n ‖(I − P)h_n‖² / ‖h_n‖²: how far each row of h lies outside the basis' span (scale-free)."""
-    r = h - (h @ basis) @ basis.T
-    return (r.pow(2).sum(1) / h.pow(2).sum(1).clamp(min=1e-12)).sum()
+    """Σ_n ‖(I − P)h_n‖² / ‖h_n‖²: how far each row of h lies outside the basis' span (scale-free; h and
+    basis may carry a leading worker axis)."""
+    r = h - (h @ basis) @ basis.mT
+    return (r.pow(2).sum(-1) / h.pow(2).sum(-1).clamp(min=1e-12)).sum()
 
 
 class RowAdam:
@@ -156,11 +159,13 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     g = torch.Generator().manual_seed(p["seed"] * 1000 + 41)
 
     workers = list(model.workers)
-    where = [fc1_index(w) for w in workers]
-    d1 = [w.fc1.in_features for w in workers]
-    d2 = [w.fc1.out_features for w in workers]
-    V = [torch.zeros(n, d, device=device) for d in d2]  # Step I's estimate of ∂L/∂u per sample
-    H = [torch.zeros(n, d, device=device) for d in d1]  # Step II's estimate of h per sample
+    # the workers' nets have one shape, so Steps I and II run for all of them at once on a leading worker
+    # axis (one set of kernels per iteration instead of one per worker)
+    wi, bi = fc1_index(workers[0])
+    d1, d2 = workers[0].fc1.in_features, workers[0].fc1.out_features
+    assert all(fc1_index(w) == (wi, bi) and w.fc1.weight.shape == (d2, d1) for w in workers)
+    V = torch.zeros(len(workers), n, d2, device=device)  # Step I's estimate of ∂L/∂u per worker and sample
+    H = torch.zeros(len(workers), n, d1, device=device)  # Step II's estimate of h per worker and sample
     X = torch.rand((n, *kn.input_shape), generator=g).to(device)  # Step III: uniform start, as in the paper
     Y = torch.zeros(n, kn.num_classes, device=device)  # fake labels (logits)
     opt_x, opt_y = RowAdam(X.shape, device, p["lr"]), RowAdam(Y.shape, device, p["lr"])
@@ -171,7 +176,7 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     # a training model makes old equations stale: Step I then projects onto each batch's sums (the
     # paper's SGD at its Kaczmarz step), which follows the drift; Step II's projection already does
     exact_one = exact and p.get("train_lr", 0) <= 0
-    step_one = [StepOne(n, device) for _ in workers] if exact_one else []
+    step_one = StepOne(n, device) if exact_one else None
     version = -1
     stream = batches(n, k, g)
     for it in range(1, total + 1):
@@ -193,38 +198,37 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
         stage = (None if single else "Step I: recovering each sample's gradient at the first FC layer" if do1
                  else "Step II: recovering the first FC layer's inputs" if do2 else "Step III: recovering the images")
         fit = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per step
+        grad_w = torch.stack([u[wi] for u in q.workers]) if (do2 or (do3 and rho > 0)) else None  # M × d2 × d1
         with torch.no_grad():
-            for m, (wi, bi) in enumerate(where):
-                upload = q.workers[m]
-                if do1:  # Step I: Σ_batch v_n = ∇b₁
-                    if exact_one:
-                        fit += step_one[m].update(V[m], idx, upload[bi])
-                    else:
-                        r = V[m][idx].sum(0) - upload[bi]
-                        V[m][idx] -= ((p["lr_step1"] if not exact else 1.0) / k) * r
-                        fit += r.pow(2).sum()
-                if do2:  # Step II: Σ_batch v_n ĥ_nᵀ = ∇Θ₁ (torch stores Θ₁ as d2 × d1)
-                    vs = V[m][idx]
-                    r = vs.T @ H[m][idx] - upload[wi]
-                    if exact:  # the smallest change of the batch's rows that satisfies its equations
-                        H[m][idx] -= p["lr_step2"] * min_norm(vs.T, r, rtol=1e-3).to(vs.dtype)
-                    else:
-                        curvature = torch.linalg.matrix_norm(vs, ord=2) ** 2
-                        step = torch.where(curvature > 0, p["lr_step2"] / curvature, torch.zeros_like(curvature))
-                        H[m][idx] -= step * (vs @ r)
+            if do1:  # Step I: Σ_batch v_n = ∇b₁
+                grad_b = torch.stack([u[bi] for u in q.workers])  # M × d2
+                if exact_one:
+                    fit += step_one.update(V, idx, grad_b)
+                else:
+                    r = V[:, idx].sum(1) - grad_b
+                    V[:, idx] -= ((p["lr_step1"] if not exact else 1.0) / k) * r[:, None, :]
                     fit += r.pow(2).sum()
+            if do2:  # Step II: Σ_batch v_n ĥ_nᵀ = ∇Θ₁ (torch stores Θ₁ as d2 × d1)
+                vs = V[:, idx]  # M × K × d2
+                r = vs.mT @ H[:, idx] - grad_w
+                if exact:  # the smallest change of the batch's rows that satisfies its equations
+                    H[:, idx] -= p["lr_step2"] * min_norm(vs.mT, r, rtol=1e-3).to(vs.dtype)
+                else:
+                    curvature = torch.linalg.matrix_norm(vs, ord=2) ** 2
+                    step = torch.where(curvature > 0, p["lr_step2"] / curvature, torch.zeros_like(curvature))
+                    H[:, idx] -= step[:, None, None] * (vs @ r)
+                fit += r.pow(2).sum()
         loss = fit
         if do3:
             xs = X[idx].clone().requires_grad_(True)
             ys = Y[idx].clone().requires_grad_(True)
             objective = torch.zeros((), device=device)
             if gamma > 0 or rho > 0:
-                for m, (w, t) in enumerate(zip(workers, tiles(xs, grid))):
-                    h = w.features(t)
-                    if gamma > 0:
-                        objective = objective + gamma * (H[m][idx] - h).pow(2).sum()
-                    if rho > 0:
-                        objective = objective + rho * off_span(h, row_space(q.workers[m][where[m][0]]))
+                h = torch.stack([w.features(t) for w, t in zip(workers, tiles(xs, grid))])  # M × K × d1
+                if gamma > 0:
+                    objective = objective + gamma * (H[:, idx] - h).pow(2).sum()
+                if rho > 0:
+                    objective = objective + rho * off_span(h, row_space(grad_w))
             if alpha > 0:
                 fake = model_gradients(model, xs, F.softmax(ys, -1), create_graph=True)
                 real = [t for u in q.workers for t in u] + list(q.top)
@@ -240,5 +244,5 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                 if gy is not None:
                     opt_y.step(Y, idx, gy)
             loss = objective.detach()
-        yield Step(it, total, loss, X.detach().clone(), labels(), note=note, stage=stage, internals={"V": V, "H": H}, aligned=True)
-    yield Step(total, total, loss, X.detach().clone(), labels(), final=True, internals={"V": V, "H": H}, aligned=True)
+        yield Step(it, total, loss, X.detach().clone(), labels(), note=note, stage=stage, internals={"V": list(V), "H": list(H)}, aligned=True)
+    yield Step(total, total, loss, X.detach().clone(), labels(), final=True, internals={"V": list(V), "H": list(H)}, aligned=True)

@@ -120,6 +120,7 @@ class VerticalSession:
         self._g = torch.Generator().manual_seed(p["seed"] + 3)
         self._opt = torch.optim.Adam(model.parameters(), lr=p["train_lr"]) if p["train_lr"] > 0 else None
         self.version = 0
+        self._snapshot: tuple[int, list[torch.Tensor]] = (-1, [])  # (version, the weights at that version)
         self.train_losses: list[torch.Tensor] = []  # the federation's own batch losses, per query (utility)
 
     @property
@@ -135,7 +136,9 @@ class VerticalSession:
             raise ValueError("query: indices must be a non-empty list of sample indices")
         idx = idx.to(self._x.device)
         model = self._model
-        weights = [w.detach().clone() for w in model.parameters()]
+        if self._snapshot[0] != self.version:  # a copy per version of the weights, not per query
+            self._snapshot = (self.version, [w.detach().clone() for w in model.parameters()])
+        weights = self._snapshot[1]
         loss = F.cross_entropy(model(self._x[idx]), self._y[idx])
         grads = torch.autograd.grad(loss, list(model.parameters()))
         self.train_losses.append(loss.detach())  # 0-dim tensors, read once by the utility
