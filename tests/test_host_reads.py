@@ -114,6 +114,7 @@ def test_the_guard_sees_a_read():
     ("cafe-training", {"n_samples": 40, "batch_size": 8}),  # … with the row-space term, the federation training
     ("cafe-fake-gradients", {"n_samples": 40, "batch_size": 8}),  # … its uploads through CAFE's defense
     ("cafe", {"n_samples": 40, "batch_size": 8, "defense": "dp-gaussian"}),  # … through clipping and noise
+    ("cafe", {"n_samples": 40, "batch_size": 8, "solver": "sgd"}),  # … with the paper's gradient steps
     ("pli", {"data": "digits", "image_size": 16, "target_classes": 3, "views": 24, "rounds": 1,
              "local_epochs": 2, "inversion_epochs": 3, "model_width": 16}),  # PLI's inversion networks' epochs
 ])

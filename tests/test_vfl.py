@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from leakdemo import catalog
-from leakdemo.attacks.cafe import StepOne, batches, cafe, min_norm, off_span, row_space
+from leakdemo.attacks.cafe import StepOne, batches, cafe, min_norm, off_span, row_space, spectral_norm_squared
 from leakdemo.defenses import fake_gradients
 from leakdemo.errors import ParamError
 from leakdemo.protocols import vfl
@@ -155,6 +155,19 @@ def test_step_two_solves_each_batch_like_a_pseudo_inverse_but_never_blows_up():
     r = torch.randn(16, 30, generator=g)
     assert (torch.linalg.pinv(a.double(), rtol=1e-6) @ r.double()).norm() > 1e3 * r.norm() / a.norm()
     assert min_norm(a, r, 1e-3).norm() < 10 * r.norm() / a.norm()
+
+
+def test_the_sgd_steps_curvature_is_the_spectral_norm_without_an_svd():
+    # solver=sgd scales Step II by ‖V_batch‖₂²; an SVD would make a GPU wait every iteration
+    g = torch.Generator().manual_seed(0)
+    for shape in [(3, 40, 64), (64, 40), (8, 8)]:  # a stack of workers, either Gram matrix
+        a = torch.randn(shape, generator=g) * torch.logspace(0, -3, shape[-1])
+        exact = torch.linalg.matrix_norm(a.double(), ord=2) ** 2
+        assert torch.allclose(spectral_norm_squared(a), exact, rtol=1e-9)
+    q = torch.linalg.qr(torch.randn(20, 20, generator=g, dtype=torch.float64)).Q
+    close = q * torch.tensor([1.0, 0.9999] + [0.5] * 18, dtype=torch.float64).sqrt()  # two nearly equal tops
+    assert abs(spectral_norm_squared(close) - 1.0) < 2e-4
+    assert spectral_norm_squared(torch.zeros(2, 8, 5)).abs().max() == 0  # V still 0: no step
 
 
 def test_the_worker_axis_solves_each_worker_as_if_alone():

@@ -108,6 +108,25 @@ def min_norm(a: torch.Tensor, r: torch.Tensor, rtol: float) -> torch.Tensor:
     return a.mT @ solve(low.mT, solve(low, r, upper=False), upper=True)
 
 
+def spectral_norm_squared(a: torch.Tensor, squarings: int = 8) -> torch.Tensor:
+    """‖a‖₂² (or one per matrix of a stack): the largest eigenvalue of the smaller Gram matrix G, in float64.
+
+    Why not `matrix_norm(a, ord=2)`: it is an SVD, which waits for the host on a GPU. Squaring G s times
+    (normalised each time) leaves a multiple of the projector onto its top eigenvectors, up to (λ₂/λ₁)^(2^s);
+    its largest column is such an eigenvector, and G's Rayleigh quotient there is λ₁ to the square of that
+    error. A zero matrix gives 0."""
+    a = a.double()
+    gram = a @ a.mT if a.shape[-2] <= a.shape[-1] else a.mT @ a
+    tiny = torch.finfo(torch.float64).tiny
+    b = gram
+    for _ in range(squarings):
+        b = b @ b
+        b = b / b.norm(dim=(-2, -1), keepdim=True).clamp(min=tiny)
+    col = b.norm(dim=-2).argmax(-1)  # the largest column: never (nearly) orthogonal to the top eigenvectors
+    v = b.gather(-1, col[..., None, None].expand(*b.shape[:-1], 1))
+    return ((v.mT @ gram @ v) / (v.mT @ v).clamp(min=tiny))[..., 0, 0]
+
+
 def row_space(grad_w: torch.Tensor, rtol: float = 1e-4) -> torch.Tensor:
     """A basis (d₁ × d₂ columns) of the row space of ∇Θ₁ (d₂ × d₁; or one per worker, stacked): B Bᵀ projects onto it.
 
@@ -214,7 +233,7 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                 if exact:  # the smallest change of the batch's rows that satisfies its equations
                     H[:, idx] -= p["lr_step2"] * min_norm(vs.mT, r, rtol=1e-3).to(vs.dtype)
                 else:
-                    curvature = torch.linalg.matrix_norm(vs, ord=2) ** 2
+                    curvature = spectral_norm_squared(vs).to(vs.dtype)
                     step = torch.where(curvature > 0, p["lr_step2"] / curvature, torch.zeros_like(curvature))
                     H[:, idx] -= step[:, None, None] * (vs @ r)
                 fit += r.pow(2).sum()
