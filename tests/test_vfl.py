@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from leakdemo import catalog
-from leakdemo.attacks.cafe import StepOne, batches, cafe, min_norm, off_span, row_space, spectral_norm_squared
+from leakdemo.attacks.cafe import StepOne, batches, cafe, graphable, min_norm, off_span, row_space, spectral_norm_squared
 from leakdemo.defenses import fake_gradients
 from leakdemo.errors import ParamError
 from leakdemo.protocols import vfl
@@ -190,6 +190,43 @@ def test_the_worker_axis_solves_each_worker_as_if_alone():
 
 # 3e-4 trains the tiny model hard (loss 2.3 → 0.3 in 600 iterations); the `cafe-training` preset's Step III
 ROW_SPACE = {"internal_weight": 0.0, "gradient_weight": 1.0, "span_weight": 1.0, "lr": 0.4, "lr_decay": 0.1}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_on_a_gpu_the_federations_step_replays_a_cuda_graph_equal_to_the_eager_step():
+    """The server's queries (the first eager, then one captured graph replayed) send the gradients an eager
+    step computes for each batch."""
+    dev = torch.device("cuda")
+    obs, *_ = catalog.PROTOCOLS["vfl"].run(dict(from_preset("cafe", TINY).params), dev, None)
+    session = obs.payload
+    for batch in ([0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11], [1, 3, 5, 7, 9, 11], [23, 2, 17, 4, 12, 0]):
+        q = session.query(batch)
+        sent = [t.clone() for u in q.workers for t in u] + [t.clone() for t in q.top]
+        _, uploads, top = session._compute(q.indices)
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(sent, [t for u in uploads for t in u] + top))
+    assert session._step.graph is not None and session._step.note is None  # captured, and replayed
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("preset, graphed", [("cafe", True), ("cafe-fake-gradients", True), ("cafe-training", False)])
+def test_on_a_gpu_each_cafe_iteration_replays_a_cuda_graph_equal_to_the_eager_iteration(preset, graphed):
+    """The graphed iterations (the first eager, the second captured, then replays) give the eager run's images,
+    losses and Step I/II estimates, on a fixed model and under a defense; with gradient matching (α, ρ:
+    cafe-training) the iterations stay eager, and say nothing about it."""
+    dev = torch.device("cuda")
+    runs = []
+    for graph in (True, False):
+        p = dict(from_preset(preset, {**TINY, "iterations": 12}).params)
+        assert graphable(p) == graphed
+        obs, kn, _ = catalog.PROTOCOLS["vfl"].run(p, dev, None)
+        runs.append(list(cafe(obs, kn, p, dev, graph=graph)))
+    for a, b in zip(*runs):
+        assert not (a.note and "CUDA graph" in a.note), a.note
+        assert torch.allclose(a.images, b.images, atol=1e-5, rtol=0), a.iteration
+        assert torch.allclose(torch.as_tensor(a.loss), torch.as_tensor(b.loss), rtol=1e-4, atol=1e-8), a.iteration
+        for key in ("V", "H"):
+            assert all(torch.allclose(u, v, atol=1e-5, rtol=1e-4) for u, v in zip(a.internals[key], b.internals[key]))
+    assert runs[0][-1].images.std() > 0  # the iterations moved the estimate at all
 
 
 def test_on_a_training_model_the_row_space_term_recovers_what_steps_one_and_two_cannot():

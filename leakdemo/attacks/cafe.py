@@ -34,6 +34,7 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
+from ..cuda_graph import Replayed
 from ..protocols.vfl import VerticalModel, fc1_index, tiles
 from ..threat import Knowledge, Observation, Step
 from .gradients import model_gradients
@@ -78,7 +79,7 @@ class StepOne:
         ps = self.P[:, idx].sum(1)
         gain = ps / (1.0 + ps[idx].sum())
         V += (gain[None, :, None] * r[:, None, :]).to(V.dtype)
-        self.P = self.P - gain[:, None] * ps[None, :]
+        self.P -= gain[:, None] * ps[None, :]  # in place: a CUDA graph replays it (cuda_graph.py)
         return r.pow(2).sum()
 
 
@@ -167,7 +168,18 @@ class RowAdam:
         param[idx] -= self.lr * mhat / (vhat.sqrt() + self.eps)
 
 
-def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
+def graphable(p: dict) -> bool:
+    """Whether an iteration replays as one CUDA graph on a GPU: the single loop (the nested one changes its
+    Steps with the phase) without gradient matching (α) or the row-space term (ρ). With α (and ρ, preset
+    `cafe-training`) the capture failed on an H200 ("operation failed due to a previous error during capture",
+    likely in the eager double backward) and the run went on eagerly, so those stay eager from the start."""
+    return p["cafe_loop"] == "single" and p["gradient_weight"] == 0 and p["span_weight"] == 0
+
+
+def cafe(obs: Observation, kn: Knowledge, p: dict, device, graph: bool = True) -> Iterator[Step]:
+    """`graph`: on a GPU, replay the single loop's iteration as one CUDA graph. Eagerly an iteration is ~600
+    kernel launches: on an H200 it took 11 ms, as long as two CPU cores take to compute it (the host set the
+    pace; the GPU computed 6 % of the time)."""
     session, model = obs.payload, kn.model
     assert isinstance(model, VerticalModel)
     n, k, grid = obs.context["n_samples"], obs.context["batch_size"], obs.context["grid"]
@@ -196,31 +208,13 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     # paper's SGD at its Kaczmarz step), which follows the drift; Step II's projection already does
     exact_one = exact and p.get("train_lr", 0) <= 0
     step_one = StepOne(n, device) if exact_one else None
-    version = -1
-    stream = batches(n, k, g)
-    for it in range(1, total + 1):
-        chosen = next(stream)
-        q = session.query(chosen)  # checked on the host, where the server chose them
-        idx = q.indices
-        if q.version != version:  # the model trained since the last query: attack the current weights
-            with torch.no_grad():
-                for w, new in zip(model.parameters(), q.weights):
-                    w.copy_(new)
-            version = q.version
-        do1 = single or it <= phase
-        do2 = single or phase < it <= 2 * phase
-        do3 = single or it > 2 * phase
-        note = None
-        if it == 1 and p.get("train_lr", 0) > 0 and gamma > 0 and rho == 0:
-            note = ("the model keeps training: Steps I–II will go stale and the γ term with them — gradient "
-                    "matching (α) and the row-space term (ρ) stay exact at the current weights (preset cafe-training)")
-        stage = (None if single else "Step I: recovering each sample's gradient at the first FC layer" if do1
-                 else "Step II: recovering the first FC layer's inputs" if do2 else "Step III: recovering the images")
+
+    def update(idx, grad_b, grad_w, real, lr, do1=True, do2=True, do3=True) -> torch.Tensor:
+        """One iteration's Steps on the batch `idx`, every state tensor changed in place (a CUDA graph
+        replays exactly this: cuda_graph.py); returns its loss (0-dim, on the device)."""
         fit = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per step
-        grad_w = torch.stack([u[wi] for u in q.workers]) if (do2 or (do3 and rho > 0)) else None  # M × d2 × d1
         with torch.no_grad():
             if do1:  # Step I: Σ_batch v_n = ∇b₁
-                grad_b = torch.stack([u[bi] for u in q.workers])  # M × d2
                 if exact_one:
                     fit += step_one.update(V, idx, grad_b)
                 else:
@@ -237,31 +231,61 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                     step = torch.where(curvature > 0, p["lr_step2"] / curvature, torch.zeros_like(curvature))
                     H[:, idx] -= step[:, None, None] * (vs @ r)
                 fit += r.pow(2).sum()
-        loss = fit
-        if do3:
-            xs = X[idx].clone().requires_grad_(True)
-            ys = Y[idx].clone().requires_grad_(True)
-            objective = torch.zeros((), device=device)
-            if gamma > 0 or rho > 0:
-                h = torch.stack([w.features(t) for w, t in zip(workers, tiles(xs, grid))])  # M × K × d1
-                if gamma > 0:
-                    objective = objective + gamma * (H[:, idx] - h).pow(2).sum()
-                if rho > 0:
-                    objective = objective + rho * off_span(h, row_space(grad_w))
-            if alpha > 0:
-                fake = model_gradients(model, xs, F.softmax(ys, -1), create_graph=True)
-                real = [t for u in q.workers for t in u] + list(q.top)
-                scale = sum(b.pow(2).sum() for b in real).clamp(min=1e-30)  # relative: free of the model's scale
-                objective = objective + alpha * sum((a - b).pow(2).sum() for a, b in zip(fake, real)) / scale
-            if beta > 0:
-                objective = objective + beta * truncated_tv(xs, xi)
-            gx, gy = torch.autograd.grad(objective, [xs, ys], allow_unused=True)
+        if not do3:
+            return fit
+        xs = X[idx].clone().requires_grad_(True)
+        ys = Y[idx].clone().requires_grad_(True)
+        objective = torch.zeros((), device=device)
+        if gamma > 0 or rho > 0:
+            h = torch.stack([w.features(t) for w, t in zip(workers, tiles(xs, grid))])  # M × K × d1
+            if gamma > 0:
+                objective = objective + gamma * (H[:, idx] - h).pow(2).sum()
+            if rho > 0:
+                objective = objective + rho * off_span(h, row_space(grad_w))
+        if alpha > 0:
+            fake = model_gradients(model, xs, F.softmax(ys, -1), create_graph=True)
+            scale = sum(b.pow(2).sum() for b in real).clamp(min=1e-30)  # relative: free of the model's scale
+            objective = objective + alpha * sum((a - b).pow(2).sum() for a, b in zip(fake, real)) / scale
+        if beta > 0:
+            objective = objective + beta * truncated_tv(xs, xi)
+        gx, gy = torch.autograd.grad(objective, [xs, ys], allow_unused=True)
+        with torch.no_grad():
+            opt_x.lr = lr
+            opt_x.step(X, idx, gx)
+            X[idx] = X[idx].clamp(0, 1)
+            if gy is not None:
+                opt_y.step(Y, idx, gy)
+        return objective.detach()
+
+    graphed = Replayed(update, device, "CAFE's iterations") if graph and graphable(p) and device.type == "cuda" else None
+    version = -1
+    stream = batches(n, k, g)
+    for it in range(1, total + 1):
+        chosen = next(stream)
+        q = session.query(chosen)  # checked on the host, where the server chose them
+        if q.version != version:  # the model trained since the last query: attack the current weights
             with torch.no_grad():
-                opt_x.lr = p["lr"] * decay ** (it / total)  # exponential: from lr down to lr × lr_decay
-                opt_x.step(X, idx, gx)
-                X[idx] = X[idx].clamp(0, 1)
-                if gy is not None:
-                    opt_y.step(Y, idx, gy)
-            loss = objective.detach()
+                for w, new in zip(model.parameters(), q.weights):
+                    w.copy_(new)
+            version = q.version
+        do1 = single or it <= phase
+        do2 = single or phase < it <= 2 * phase
+        do3 = single or it > 2 * phase
+        note = None
+        if it == 1 and p.get("train_lr", 0) > 0 and gamma > 0 and rho == 0:
+            note = ("the model keeps training: Steps I–II will go stale and the γ term with them — gradient "
+                    "matching (α) and the row-space term (ρ) stay exact at the current weights (preset cafe-training)")
+        stage = (None if single else "Step I: recovering each sample's gradient at the first FC layer" if do1
+                 else "Step II: recovering the first FC layer's inputs" if do2 else "Step III: recovering the images")
+        grad_b = torch.stack([u[bi] for u in q.workers]) if do1 else None  # M × d2
+        grad_w = torch.stack([u[wi] for u in q.workers]) if (do2 or (do3 and rho > 0)) else None  # M × d2 × d1
+        real = [t for u in q.workers for t in u] + list(q.top) if (do3 and alpha > 0) else []
+        lr = p["lr"] * decay ** (it / total)  # exponential: from lr down to lr × lr_decay
+        if graphed is not None:
+            loss = graphed(q.indices, grad_b, grad_w, real, lr)
+            if graphed.note and note is None:
+                note, graphed.note = graphed.note, None  # said once: the iterations run eagerly from here
+        else:
+            loss = update(q.indices, grad_b, grad_w, real, lr, do1, do2, do3)
         yield Step(it, total, loss, X.detach().clone(), labels(), note=note, stage=stage, internals={"V": list(V), "H": list(H)}, aligned=True)
     yield Step(total, total, loss, X.detach().clone(), labels(), final=True, internals={"V": list(V), "H": list(H)}, aligned=True)
