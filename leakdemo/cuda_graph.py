@@ -18,13 +18,15 @@ from typing import Any, Callable
 import torch
 
 
-def _fixed(arg):
+def _fixed(arg, device: torch.device):
+    """The tensor (or list of them) a graph reads in place of `arg`; a Python number becomes a 0-dim tensor,
+    refilled each call (kept as a number, the graph would replay the value it was captured with)."""
     if isinstance(arg, torch.Tensor):
         return arg.detach().clone()
     if isinstance(arg, (list, tuple)):
-        return [_fixed(a) for a in arg]
+        return [_fixed(a, device) for a in arg]
     if isinstance(arg, float):
-        return arg  # replaced by a 0-dim tensor in __call__ (it needs the device)
+        return torch.full((), arg, device=device)
     if arg is None:
         return None
     raise TypeError(f"Replayed: cannot hold a {type(arg).__name__} argument")
@@ -69,7 +71,7 @@ class Replayed:
             self.warmed = True
             return out
         if self.graph is None:
-            self.fixed = [torch.full((), a, device=self.device) if isinstance(a, float) else _fixed(a) for a in args]
+            self.fixed = [_fixed(a, self.device) for a in args]
             try:
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, capture_error_mode="thread_local"):
