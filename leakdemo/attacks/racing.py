@@ -20,8 +20,8 @@ from torch.func import functional_call, grad, grad_and_value, replace_all_batch_
 
 from ..threat import Knowledge, Observation, Step
 from ..words import plural
-from .dlg import (DIVERGED, POLISH_BELOW, POLISH_RATIO, STALL_RATIO, STALL_WINDOW, _initial_image,
-                  _initial_label_logits)
+from .dlg import (DIVERGED, HOPELESS_AFTER, HOPELESS_RATIO, POLISH_BELOW, POLISH_RATIO, STALL_RATIO, STALL_WINDOW,
+                  _initial_image, _initial_label_logits)
 from .gradients import soft_cross_entropy
 from .compiled import COMPILING, compile_objective, wanted
 from .lbfgs import BatchedLBFGS
@@ -209,12 +209,14 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     best_loss, best_z, first, prev = inf.clone(), z.clone(), nan.clone(), nan.clone()
     answer_loss, answer_z = inf.clone(), z.clone()  # each slot's best over every start it ran
     since = torch.zeros(k, dtype=torch.long, device=device)  # steps without a 1 % improvement
+    age = torch.zeros(k, dtype=torch.long, device=device)  # steps since the slot's start
     for done in range(1, total + 1):
         before = opt.z.clone()  # the optimiser's tensors change in place (a CUDA graph replays into them)
         loss = opt.step() / scale  # each trial's loss at `before`
         finite = torch.isfinite(loss)
         better = finite & (loss < best_loss)
         since = torch.where(finite & (loss < 0.99 * best_loss), torch.zeros_like(since), since + 1)
+        age += 1
         best_loss = torch.where(better, loss, best_loss)
         best_z = torch.where(better[:, None], before, best_z)
         kept = best_loss < answer_loss
@@ -233,7 +235,8 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         prev = torch.where(diverged, nan, loss)
         # a start stuck far from zero (sigmoid saturation, typically) gives its slot to a fresh start, as the
         # sequential loop restarts; its best stays on record
-        stalled = (since >= STALL_WINDOW) & (best_loss > STALL_RATIO * first)
+        stalled = (((since >= STALL_WINDOW) & (best_loss > STALL_RATIO * first))
+                   | ((age >= HOPELESS_AFTER) & (best_loss > HOPELESS_RATIO * first)))
         # the host syncs of the step: which slots stalled, and which trial leads, for the page
         redo = stalled.nonzero().flatten().tolist()
         if redo:
@@ -248,7 +251,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
             opt.restart(stalled)
             scale.copy_(torch.where(stalled, torch.ones_like(scale), scale))
             best_loss, first, prev = (torch.where(stalled, v, x) for v, x in ((inf, best_loss), (nan, first), (nan, prev)))
-            since = torch.where(stalled, torch.zeros_like(since), since)
+            since, age = (torch.where(stalled, torch.zeros_like(t), t) for t in (since, age))
         if each:  # every client's current estimate; the loss is their sum (a tensor: read only when scored)
             yield Step(done, total, torch.where(finite, loss, torch.zeros_like(loss)).sum(), all_images(before),
                        start_labels if read and done == 1 else all_labels(before),
