@@ -25,8 +25,8 @@ from .lbfgs import BatchedLBFGS
 STALL_WINDOW = 10  # steps without a 1% improvement of the best loss
 STALL_RATIO = 1e-4  # ... while still above this fraction of the starting loss -> restart
 HOPELESS_AFTER = 50  # steps: a start still above this fraction of its first loss by then -> restart, even
-HOPELESS_RATIO = 0.1  # while it creeps down (a saturated start loses ~1 %/step for hundreds of steps; every
-# converging start measured — DLG up to batch 8, DLM+ over 4 local steps, iDLG — was below 4e-3 by step 25)
+HOPELESS_RATIO = 0.1  # while it creeps down (a saturated start loses ~1 %/step for hundreds of steps; starts
+# that converged were below 1e-4 by step 25, those a defense or DLM+'s 4 steps held up levelled off at 2e-4-3e-2)
 POLISH_RATIO = 1e-3  # improvements smaller than this fraction of the loss per step -> re-scale
 POLISH_BELOW = 1e-6  # ... but only this close to convergence (earlier, let L-BFGS keep its history)
 DIVERGED = 100.0  # a loss this many times the trial's best means L-BFGS jumped away
