@@ -32,13 +32,22 @@ POLISH_BELOW = 1e-6  # ... but only this close to convergence (earlier, let L-BF
 DIVERGED = 100.0  # a loss this many times the trial's best means L-BFGS jumped away
 
 
+def stalled(since_improved, best, first):
+    """Stuck far from zero: no 1 % gain for STALL_WINDOW steps while above STALL_RATIO of its first loss.
+    Numbers or tensors (racing starts ask it of every slot at once)."""
+    return (since_improved >= STALL_WINDOW) & (best > STALL_RATIO * first)
+
+
+def hopeless(steps, best, first):
+    """However it creeps, still above HOPELESS_RATIO of its first loss after HOPELESS_AFTER steps."""
+    return (steps >= HOPELESS_AFTER) & (best > HOPELESS_RATIO * first)
+
+
 def restart_reason(steps: int, since_improved: int, best: float, first: float) -> str | None:
-    """Why a start should give its place to a fresh one, or None: stuck far from zero (no 1 % gain for
-    STALL_WINDOW steps while above STALL_RATIO of its first loss), or, however it creeps, still above
-    HOPELESS_RATIO of it after HOPELESS_AFTER steps. Racing starts apply the same rule to each slot."""
-    if since_improved >= STALL_WINDOW and best > STALL_RATIO * first:
+    """Why a start should give its place to a fresh one, or None."""
+    if stalled(since_improved, best, first):
         return f"stalled at loss {best:.3g}"
-    if steps >= HOPELESS_AFTER and best > HOPELESS_RATIO * first:
+    if hopeless(steps, best, first):
         return f"still at {best / first:.0%} of its first loss after {steps} steps"
     return None
 

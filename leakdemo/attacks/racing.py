@@ -20,8 +20,7 @@ from torch.func import functional_call, grad, grad_and_value, replace_all_batch_
 
 from ..threat import Knowledge, Observation, Step
 from ..words import plural
-from .dlg import (DIVERGED, HOPELESS_AFTER, HOPELESS_RATIO, POLISH_BELOW, POLISH_RATIO, STALL_RATIO, STALL_WINDOW,
-                  _initial_image, _initial_label_logits)
+from .dlg import DIVERGED, POLISH_BELOW, POLISH_RATIO, _initial_image, _initial_label_logits, hopeless, stalled
 from .gradients import soft_cross_entropy
 from .compiled import COMPILING, compile_objective, wanted
 from .lbfgs import BatchedLBFGS
@@ -235,10 +234,9 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         prev = torch.where(diverged, nan, loss)
         # a start stuck far from zero (sigmoid saturation, typically) gives its slot to a fresh start, as the
         # sequential loop restarts; its best stays on record
-        stalled = (((since >= STALL_WINDOW) & (best_loss > STALL_RATIO * first))
-                   | ((age >= HOPELESS_AFTER) & (best_loss > HOPELESS_RATIO * first)))
+        given_up = stalled(since, best_loss, first) | hopeless(age, best_loss, first)  # the sequential loop's rule
         # the host syncs of the step: which slots stalled, and which trial leads, for the page
-        redo = stalled.nonzero().flatten().tolist()
+        redo = given_up.nonzero().flatten().tolist()
         if redo:
             if each:
                 fresh = torch.stack([start(s, attempts[s]) for s in redo])
@@ -248,10 +246,11 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
                 fresh = torch.stack([start(s, started + i) for i, s in enumerate(redo)])
             started += len(redo)
             opt.z.index_copy_(0, torch.tensor(redo, device=device), fresh)
-            opt.restart(stalled)
-            scale.copy_(torch.where(stalled, torch.ones_like(scale), scale))
-            best_loss, first, prev = (torch.where(stalled, v, x) for v, x in ((inf, best_loss), (nan, first), (nan, prev)))
-            since, age = (torch.where(stalled, torch.zeros_like(t), t) for t in (since, age))
+            opt.restart(given_up)
+            scale.copy_(torch.where(given_up, torch.ones_like(scale), scale))
+            best_loss, first, prev = (torch.where(given_up, v, x)
+                                      for v, x in ((inf, best_loss), (nan, first), (nan, prev)))
+            since, age = (torch.where(given_up, torch.zeros_like(t), t) for t in (since, age))
         if each:  # every client's current estimate; the loss is their sum (a tensor: read only when scored)
             yield Step(done, total, torch.where(finite, loss, torch.zeros_like(loss)).sum(), all_images(before),
                        start_labels if read and done == 1 else all_labels(before),
