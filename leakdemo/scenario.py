@@ -121,7 +121,13 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     values = {}
     for name, spec in specs.items():
         raw = overrides.get(name, kept_base.get(name, spec.default))
-        values[name] = spec.coerce(raw)
+        try:
+            values[name] = spec.coerce(raw)
+        except ParamError as e:  # not typed but kept from the preset: `run dlg --set protocol=fedmd` keeps photos
+            if name in overrides or name not in kept_base or preset == "custom":
+                raise
+            raise ParamError(name, f"{str(e).removeprefix(name + ': ')} (the value of preset {preset}; set {name} "
+                             f"too when switching to protocol={protocol})") from None
     values["protocol"], values["attack"], values["defense"] = protocol, attack, defense
     for comp in catalog.components(protocol, attack, defense):
         if comp.check is not None:

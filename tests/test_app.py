@@ -123,6 +123,17 @@ def test_state_round_trip_is_minimal():
     assert again.params == s.params and ignored == []
 
 
+def test_a_link_to_a_switched_protocol_brings_the_same_scenario_back():
+    # the Lab keeps the preset's name when the protocol changes, so its link names dlg with DLM on FedAvg,
+    # PLI on FedMD...; each value alone does not fit the preset's protocol, together they do
+    for protocol in ("fedavg", "vfl", "fedmd", "ds-fl", "fedgems"):
+        s = state.switch(from_preset("dlg", {"seed": 3}), "protocol", protocol)
+        again, ignored = state.from_query(state.to_query(s))
+        assert ignored == [] and again.params == s.params, protocol
+    again, ignored = state.from_query({**state.to_query(s), "rounds": "0"})  # one bad value: only it is dropped
+    assert again["protocol"] == "fedgems" and again["rounds"] == s["rounds"] and ignored[0].startswith("rounds:")
+
+
 def test_uploads_are_validated():
     import io
 

@@ -55,6 +55,9 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("run", "/tmp/definitely-missing.json"), "error: scenario: cannot read"),
     (("run", "dlg", "--device", "cuda"), "error: device: cuda is not available"),
     (("frobnicate",), "error: argument cmd: invalid choice"),
+    # a value the user did not type, kept from the preset, says where it came from
+    (("run", "dlg", "--set", "protocol=fedmd", "--set", "attack=pli"),
+     "error: data: must be one of faces, digits; got 'samples' (the value of preset dlg; set data too when switching"),
     # bench checks every scenario before its table starts: no header, no rows, then an error minutes later
     (("bench", "dlg", "--images", "coffee,nope"), "error: images: unknown samples item 'nope'"),
     (("bench", "dlg", "--set", "batch_size=40"), "error: batch_size: must be at most 23 for data=samples"),

@@ -21,7 +21,24 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
     accepted = {}
     # choices first, so that each parameter is checked against the right components
     keys = sorted((k for k in query if k != "preset"), key=lambda k: k not in ("protocol", "attack", "defense"))
-    errors: dict[str, str] = {}
+    order, errors = list(keys), {}
+    # The whole link first, less each value that the check names: a protocol switched away from the preset's
+    # (DLM on FedAvg over `dlg`) fits only with its attack and data, never one value at a time.
+    trial = {k: query[k] for k in keys}
+    while True:
+        try:
+            resolve(base, trial, preset=name)
+            accepted, keys = trial, []
+            break
+        except ParamError as e:
+            if e.name not in trial:  # a value the link did not set: find the culprits one at a time, below
+                errors.clear()
+                break
+            errors[e.name] = str(e)
+            del trial[e.name]
+        except LeakdemoError:
+            errors.clear()
+            break
     while keys:  # values that only fit together (n_samples=24 with batch_size=6) get another pass
         left = []
         for key in keys:
@@ -35,7 +52,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
         if len(left) == len(keys):
             break
         keys = left
-    ignored += [errors[k] for k in keys]
+    ignored += [errors[k] for k in order if k in errors]
     scenario = resolve(base, accepted, preset=name)
     if "images" in accepted:  # what only the data can say (an unknown photo): the gallery would drop it unsaid
         from ..data import check_source
