@@ -60,6 +60,8 @@ def parse_axis(text: str, base: Scenario) -> Axis:
     if "=" not in text:
         raise LeakdemoError(f"--vary: expected NAME=LOW..HIGH:N or NAME=a,b,c, got {text!r}")
     name, spec = (t.strip() for t in text.split("=", 1))
+    if not name:
+        raise LeakdemoError(f"--vary: name the parameter before '=' (NAME=LOW..HIGH:N or NAME=a,b,c), got {text!r}")
     specs = catalog.params_for(base["protocol"], base["attack"], base["defense"])
     if name in ("protocol", "attack", "defense", "device"):
         raise ParamError(name, "cannot be swept: a sweep compares strengths of one scenario (set it with --set)")

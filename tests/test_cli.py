@@ -70,6 +70,7 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("bench", "dlg", "--images", ",,"), "error: --images: give at least one name, comma-separated; got ',,'"),
     (("sweep", "sweep-dp-dlg", "--images", " "), "error: --images: give at least one name"),
     (("fidelity", "--only", ","), "error: --only: give at least one name"),
+    (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "=1..2:3"), "error: --vary: name the parameter before '='"),
     (("sweep", "sweep-dp"), "error: sweep: unknown sweep or preset 'sweep-dp'; built-in sweeps: sweep-batch-dlg, sweep-dp-dlg, "),
     # `--seeds 0` ran one seed per point without a word (0 read as "not given")
     (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.1..1:2", "--seeds", "0"),
