@@ -292,6 +292,7 @@ def test_logit_sharing_offers_pli_and_checks_its_data_in_the_sidebar():
     widget(at, "Prior").set_value("auto").run()
     widget(at, "Defense").set_value("top-k").run()
     assert widget(at, "k").value == 1 and not at.error
+    assert any("PLI on DS-FL, 1 client sharing logits" in c.value for c in at.caption)  # not FedMD's odds
 
 
 def test_the_page_draws_before_the_gallery_thumbnails_and_shows_them_when_ready(monkeypatch):

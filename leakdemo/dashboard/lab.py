@@ -596,7 +596,8 @@ def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None) -
     elif scenario is not None:
         if scenario["protocol"] in catalog.LOGIT_PROTOCOLS:
             n = catalog.private_images(scenario)
-            model = f"{plural(scenario['clients'], 'client')} sharing logits"
+            model = (f"{catalog.PROTOCOLS[scenario['protocol']].short}, {plural(scenario['clients'], 'client')} "
+                     "sharing logits")  # FedMD or DS-FL: the same attack, very different odds
             what = plural(n, "private target class", "private target classes")
         else:
             model = (MODEL_NAMES.get(scenario.get("model"), scenario.get("model"))  # "DLG on LeNet", not "on lenet"
