@@ -123,11 +123,13 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
         raw = overrides.get(name, kept_base.get(name, spec.default))
         try:
             values[name] = spec.coerce(raw)
-        except ParamError as e:  # not typed but kept from the preset: `run dlg --set protocol=fedmd` keeps photos
-            if name in overrides or name not in kept_base or preset == "custom":
+        except ParamError as e:  # not typed but kept over a protocol switch: `run dlg --set protocol=fedmd`
+            if name in overrides or name not in kept_base or "protocol" not in switched:
                 raise
-            raise ParamError(name, f"{str(e).removeprefix(name + ': ')} (the value of preset {preset}; set {name} "
-                             f"too when switching to protocol={protocol})") from None
+            origin = (f"the value of preset {preset}" if preset in presets() and base == dict(load_preset(preset).params)
+                      else "kept from the scenario")
+            raise ParamError(name, f"{str(e).removeprefix(name + ': ')} ({origin}; set {name} too when switching to "
+                             f"protocol={protocol})") from None
     values["protocol"], values["attack"], values["defense"] = protocol, attack, defense
     for comp in catalog.components(protocol, attack, defense):
         if comp.check is not None:
