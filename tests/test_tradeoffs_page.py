@@ -68,11 +68,33 @@ def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
 
 
 def test_bad_link_values_are_reported_not_fatal():
-    at = page(sweep="nope", seeds="99")
+    at = page(sweep="nope")
     assert not at.exception
-    warnings = " ".join(w.value for w in at.warning)
-    assert "sweep='nope'" in warnings and "seeds='99'" in warnings
+    assert "sweep='nope'" in " ".join(w.value for w in at.warning)
     assert at.selectbox(key="t_sweep").value == "sweep-dp-dlg"
+    at = page(sweep="custom", preset="dlg", defense="prune", vary="prune_ratio=0..0.9:3", seeds="99")
+    assert not at.exception
+    assert "seeds='99'" in " ".join(w.value for w in at.warning)
+    assert at.slider(key="t_seeds").value == 1
+
+
+def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_to_block_run():
+    """The sidebar cannot change a link's extra scenario values: one that does not fit is dropped, with a note,
+    and the ones that fit are kept; a built-in sweep says it ignores them; a link naming a range is custom."""
+    at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3", image_size="big",
+              bogus="3", batch_size="2")
+    assert not at.exception and not at.error
+    warnings = [w.value for w in at.warning]
+    assert any(w.startswith("Ignored from the link: image_size: must be an integer in [8, 128]") for w in warnings)
+    assert any(w.startswith("Ignored from the link: bogus: unknown parameter") for w in warnings)
+    assert not at.button[0].disabled
+    assert at.query_params["batch_size"] in ("2", ["2"]) and "image_size" not in at.query_params
+    at = page(sweep="sweep-prune-dlg", iterations="50")
+    assert any(w.value.startswith("Ignored from the link: iterations (a built-in sweep sets its own scenario")
+               for w in at.warning), [w.value for w in at.warning]
+    at = page(preset="dlm", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")  # written by hand, without sweep=
+    assert not at.warning and at.selectbox(key="t_sweep").value == "custom"
+    assert at.selectbox(key="t_preset").value == "dlm"
 
 
 @pytest.mark.parametrize("vary,message", [

@@ -76,11 +76,17 @@ def _init_from_query() -> None:
     if "t_sweep" in st.session_state:
         return
     q, problems = dict(st.query_params), []
-    name = q.get("sweep", "sweep-dp-dlg")
+    custom_keys = [k for k in q if k != "sweep"]
+    # a hand-written link that names a preset, defense or range but no sweep means a custom one
+    name = q.get("sweep", CUSTOM if {"preset", "defense", "vary"} & set(q) else "sweep-dp-dlg")
     if name != CUSTOM and name not in sweeps():
         problems.append(f"sweep={name!r} (unknown; built-in: {', '.join(sweeps())})")
         name = "sweep-dp-dlg"
     st.session_state["t_sweep"] = name
+    if name != CUSTOM and custom_keys:  # the sidebar would drop them in silence
+        problems.append(f"{', '.join(custom_keys)} (a built-in sweep sets its own scenario; "
+                        f"sweep=custom takes them)")
+        q = {}
     st.session_state["t_preset"] = q.get("preset", "dlg") if q.get("preset", "dlg") in presets() else "dlg"
     if q.get("preset") and q["preset"] not in presets():
         problems.append(f"preset={q['preset']!r} (unknown)")
@@ -98,9 +104,29 @@ def _init_from_query() -> None:
         problems.append(f"seeds={q.get('seeds')!r} (must be an integer in [1, {MAX_SEEDS}])")
         seeds = 1
     st.session_state["t_seeds"] = seeds
-    # any other key of a custom link is a scenario parameter (image_size=16, iterations=50, …), checked on build
-    st.session_state["t_set"] = {k: v for k, v in q.items() if k not in SPEC_KEYS}
-    st.session_state["t_problems"] = problems
+    # any other key of a custom link is a scenario parameter (image_size=16, iterations=50, …): the sidebar
+    # cannot change them, so each one that does not fit is dropped here, and said, rather than block Run
+    defense = st.session_state["t_defense"] if st.session_state["t_defense"] in defenses else defenses[0]
+    st.session_state["t_set"], dropped = _fitting(st.session_state["t_preset"], defense,
+                                                  {k: v for k, v in q.items() if k not in SPEC_KEYS})
+    st.session_state["t_problems"] = problems + dropped
+
+
+def _fitting(preset: str, defense: str, extra: dict) -> tuple[dict, list[str]]:
+    """The link's scenario parameters that fit the preset under this defense, and what each other one broke."""
+    kept, dropped = dict(extra), []
+    while kept:
+        try:
+            load(preset, {**kept, "defense": defense})
+            break
+        except ParamError as e:
+            if e.name not in kept:  # not one of the link's values: build() will say it on the page
+                break
+            dropped.append(str(e))
+            del kept[e.name]
+        except LeakdemoError:
+            break
+    return kept, dropped
 
 
 def _controls() -> dict:
