@@ -99,7 +99,7 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
 
 @pytest.mark.parametrize("vary,message", [
     ("dp_sigma=1e-4..1:99", "dp_sigma: the number of points must be an integer in [2, 64], got 99"),
-    ("zzz=1..2:3", "zzz: is not a parameter of protocol=fedsgd, attack=dlg, defense=dp-gaussian"),
+    ("zzz=1..2:3", "zzz: is not a parameter of this scenario; the defense's: dp_sigma, dp_clip"),
     ("dp_sigma=1..1e-4:3", "dp_sigma: the range must go from low to high"),
 ])
 def test_a_bad_range_names_the_parameter_and_disables_run(vary, message):

@@ -192,6 +192,12 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
         return Sweep(base, axes, seeds=s.seeds, store=store), s.title, s.description
     base = load(spec["preset"], {**{k: v for k, v in spec.items() if k not in SPEC_KEYS},
                                  "defense": spec["defense"]})
+    name = spec["vary"].partition("=")[0].strip()
+    if spec["defense"] != "none" and name and name not in catalog.params_for(base["protocol"], base["attack"],
+                                                                             base["defense"]):
+        # the page offers this defense's strengths: name them, not every parameter the CLI could sweep
+        raise ParamError(name, f"is not a parameter of this scenario; the defense's: "
+                               f"{', '.join(p.name for p in _sweepable(spec['defense'], spec['preset']))}")
     axes = [parse_axis(spec["vary"], base)]
     if spec["defense"] == "none":  # a protocol knob instead of a defense: one that defends, not any setting
         knobs = {p.name: p for p in _sweepable("none", spec["preset"])}
