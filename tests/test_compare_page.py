@@ -343,10 +343,17 @@ def test_a_replayed_scene_shows_the_figures_of_the_frame_shown():
 
 
 def test_a_bad_scene_number_starts_at_the_first():
+    """A talk's bookmark to a scene the list lacks opens on the first, and says so."""
+    for bad in ("many", "0", "12"):
+        at = AppTest.from_file(PRESENT, default_timeout=120)
+        at.query_params["scene"] = bad
+        at.run()
+        assert not at.exception and "scene 1 of 11" in " ".join(m.value for m in at.markdown)
+        assert [w.value for w in at.warning] == [f"Ignored from the link: scene={bad} (a scene number in [1, 11])."]
     at = AppTest.from_file(PRESENT, default_timeout=120)
-    at.query_params["scene"] = "many"
+    at.query_params["scene"] = "11"
     at.run()
-    assert not at.exception and "scene 1 of 11" in " ".join(m.value for m in at.markdown)
+    assert not at.warning and "scene 11 of 11" in " ".join(m.value for m in at.markdown)
 
 
 def test_the_presenter_caption_says_where_the_private_data_is():

@@ -68,14 +68,18 @@ def _init(rows: list[dict], choices: dict) -> None:
         return
     asked = [c.strip() for c in st.query_params.get("scenes", "").split(",") if c.strip()]
     bad = [c for c in asked if c not in choices]
-    if bad:
-        st.session_state["p_problem"] = f"scenes={','.join(bad)} (no such scene here)"
-    st.session_state["p_scenes"] = [c for c in asked if c in choices] or default_scenes(rows, choices)
+    problems = [f"scenes={','.join(bad)} (no such scene here)"] if bad else []
+    scenes = st.session_state["p_scenes"] = [c for c in asked if c in choices] or default_scenes(rows, choices)
+    asked_scene = st.query_params.get("scene", "1")
     try:
-        n = int(st.query_params.get("scene", "1"))
+        n = int(asked_scene)
     except ValueError:
+        n = 0
+    if not 1 <= n <= len(scenes):  # a talk's bookmark to a scene the list no longer has opens on its first
+        problems.append(f"scene={asked_scene} (a scene number in [1, {len(scenes)}])")
         n = 1
-    st.session_state["p_scene"] = max(0, min(len(st.session_state["p_scenes"]), n) - 1)
+    st.session_state["p_problem"] = "; ".join(problems)
+    st.session_state["p_scene"] = n - 1
     st.session_state["p_pos"] = 0.0
 
 
