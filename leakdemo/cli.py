@@ -613,7 +613,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("run", help="run a preset or a scenario.json")
     p.add_argument("scenario", metavar="PRESET_OR_JSON")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a parameter (repeatable)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where the attack runs: auto (CUDA when present), cpu or cuda; default: the scenario's device")
     p.add_argument("--out", metavar="DIR", help="write grid.png, progress.gif, metrics.json, scenario.json")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per event on stdout")
     p.add_argument("--fresh", action="store_true", help="run it even when the run store already holds this scenario")
@@ -623,8 +623,9 @@ def main(argv=None) -> int:
                    "log-spaced where the catalog says so; NAME=a,b,c for listed values")
     p.add_argument("--seeds", type=int, help="seeds per point (the scenario's seed and the next ones)")
     p.add_argument("--images", help="comma-separated images: every point runs each")
-    p.add_argument("--set", action="append", metavar="NAME=VALUE")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--set", action="append", metavar="NAME=VALUE",
+                   help="override a parameter of the swept scenario (repeatable)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where the runs run: auto (CUDA when present), cpu or cuda; default: the scenario's device")
     p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json, tradeoff.png, strip.png")
     p.add_argument("--x-axis", dest="x_axis", choices=("strength", "epsilon"), default="strength",
                    help="tradeoff.png's left panel against the swept value (default) or against ε")
@@ -655,7 +656,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", metavar="FILE", help="also write the table (Markdown) here")
     p = sub.add_parser("bench", help="speed and fidelity table of the standard presets on this machine")
     p.add_argument("presets", nargs="*", metavar="PRESET")
-    p.add_argument("--set", action="append", metavar="NAME=VALUE")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE",
+                   help="override a parameter of every row (repeatable)")
     p.add_argument("--device", metavar="DEVICE[,DEVICE]",
                    help="auto, cpu or cuda; several (cpu,cuda) run every row on each, side by side, and say how "
                         "much sooner the GPU reached 30 dB")
