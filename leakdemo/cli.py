@@ -17,7 +17,7 @@ from .words import plural, small_figure, value_text
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, like every other bad input
-        print(f"error: {message} (see `python -m leakdemo --help`)", file=sys.stderr)
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)  # the subcommand's own help
         raise SystemExit(2)
 
 
@@ -386,6 +386,8 @@ def cmd_runs(args) -> int:
     if not 1 <= args.limit <= 100_000:
         raise ParamError("--limit", f"must be an integer in [1, 100000], got {args.limit}")
     action, rest = args.action, args.rest
+    if action is None:
+        raise LeakdemoError("runs: say what to do: list | show ID | export ID DIR | delete ID")
     takes = {"list": 0, "show": 1, "delete": 1, "export": 2}[action]
     if len(rest) > takes:  # `runs delete 1 2 3` deleted run 1 and said nothing of 2 and 3
         what = {0: "no id", 1: "one id", 2: "one id and a folder"}[takes]
@@ -645,7 +647,7 @@ def main(argv=None) -> int:
                    help="keep every recorded run; record only the built-in sweeps' runs the gallery lacks "
                         "(a new sweep), leaving the others' charts as shipped")
     p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
-    p.add_argument("action", choices=("list", "show", "export", "delete"))
+    p.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"))
     p.add_argument("rest", nargs="*", metavar="ID [DIR]")
     p.add_argument("--limit", type=int, default=50, help="list: how many of the newest runs")
     p.add_argument("--json", action="store_true", help="list: as JSON")

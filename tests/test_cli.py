@@ -86,6 +86,8 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("runs", "list", "--limit", "0"), "error: --limit: must be an integer in [1, 100000], got 0"),
     (("runs", "delete", "1", "2", "3"), "error: runs delete: takes one id, got '1 2 3'"),
     (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (/proc: "),
+    (("runs",), "error: runs: say what to do: list | show ID | export ID DIR | delete ID"),
+    (("runs", "frob"), "error: argument action: invalid choice: 'frob'"),  # ... (see `python -m leakdemo runs --help`)
 ])
 def test_bad_input_is_one_line_exit_2(args, starts):
     r = cli(*args)
@@ -95,6 +97,11 @@ def test_bad_input_is_one_line_exit_2(args, starts):
     assert r.stderr.startswith(starts), r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert r.stdout == ""  # nothing started
+
+
+def test_a_subcommand_usage_error_points_to_that_subcommand_s_help():
+    r = cli("sweep", "dlg", "--seeds", "two")
+    assert r.returncode == 2 and r.stderr.strip().endswith("(see `python -m leakdemo sweep --help`)"), r.stderr
 
 
 def test_a_progress_gif_of_one_frame_is_written():
