@@ -82,13 +82,19 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
     """The sidebar cannot change a link's extra scenario values: one that does not fit is dropped, with a note,
     and the ones that fit are kept; a built-in sweep says it ignores them; a link naming a range is custom."""
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3", image_size="big",
-              bogus="3", batch_size="2")
+              bogus="3", trials="2")
     assert not at.exception and not at.error
     warnings = [w.value for w in at.warning]
     assert any(w.startswith("Ignored from the link: image_size: must be an integer in [8, 128]") for w in warnings)
     assert any(w.startswith("Ignored from the link: bogus: unknown parameter") for w in warnings)
     assert not at.button[0].disabled
-    assert at.query_params["batch_size"] in ("2", ["2"]) and "image_size" not in at.query_params
+    assert at.query_params["trials"] in ("2", ["2"]) and "image_size" not in at.query_params
+    at.selectbox(key="t_preset").set_value("pli").run()  # PLI has no trials: set aside, not an error blocking Run
+    assert not at.exception and not at.error and not at.button[0].disabled
+    assert "Not used with this scenario: `trials=2`" in [c.value for c in at.sidebar.caption]
+    assert "trials" not in at.query_params
+    at.selectbox(key="t_preset").set_value("dlg").run()  # and back: the link's value applies again
+    assert at.query_params["trials"] in ("2", ["2"]) and not at.button[0].disabled
     at = page(sweep="sweep-prune-dlg", iterations="50")
     assert any(w.value.startswith("Ignored from the link: iterations (a built-in sweep sets its own scenario")
                for w in at.warning), [w.value for w in at.warning]

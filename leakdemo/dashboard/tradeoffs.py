@@ -155,9 +155,13 @@ def _controls() -> dict:
                   help=f"{whose}: {', '.join(names)}. Log-spaced where the catalog says so "
                        f"(e.g. noise σ, batch size); 2 to {MAX_POINTS} points.")
     seeds = sb.slider("Seeds per point", 1, MAX_SEEDS, key="t_seeds")
-    extra = st.session_state.get("t_set") or {}
+    # the link's scenario values that fit this preset and defense; the others wait, should the user switch back
+    extra, aside = _fitting(preset, defense, st.session_state.get("t_set") or {})
     if extra:
         sb.caption("Also set by the link: " + ", ".join(f"`{k}={v}`" for k, v in extra.items()))
+    if aside:
+        sb.caption("Not used with this scenario: " + ", ".join(
+            f"`{k}={v}`" for k, v in (st.session_state.get("t_set") or {}).items() if k not in extra))
     return {"sweep": CUSTOM, "preset": preset, "defense": defense, "vary": st.session_state["t_vary"],
             "seeds": seeds, **extra}
 
