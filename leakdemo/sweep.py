@@ -71,7 +71,9 @@ def parse_axis(text: str, base: Scenario) -> Axis:
     if name not in specs:
         known = sorted(n for n in specs if n not in ("protocol", "attack", "defense", "device", "seed"))
         owners = catalog.owners(name)
-        where = f" (it belongs to: {', '.join(owners)})" if owners else ""
+        defenses = [o for o in owners if o in catalog.DEFENSES]
+        hint = f"; --set defense={defenses[0]} to sweep it" if defenses and len(defenses) == len(owners) else ""
+        where = f" (it belongs to: {', '.join(owners)}{hint})" if owners else ""
         raise ParamError(name, f"is not a parameter of protocol={base['protocol']}, attack={base['attack']}, "
                                f"defense={base['defense']}{where}; sweepable: {', '.join(known)}")
     p = specs[name]

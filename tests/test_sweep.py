@@ -68,7 +68,8 @@ def test_bad_sweep_on_the_command_line_is_one_line_exit_2():
     assert r.stderr.strip() == "error: dp_sigma: the number of points must be an integer in [2, 64], got 99"
     r = cli("sweep", "dlg", "--vary", "prune_ratio=0..0.9:3")
     assert r.returncode == 2 and r.stderr.startswith("error: prune_ratio: is not a parameter of protocol=fedsgd, "
-                                                     "attack=dlg, defense=none (it belongs to: prune)")
+                                                     "attack=dlg, defense=none (it belongs to: prune; "
+                                                     "--set defense=prune to sweep it)")
     r = cli("sweep", "dlg", "--vary", "images=coffee,rocket", "--images", "camera")  # --images would win unseen
     assert r.returncode == 2 and r.stderr.strip() == ("error: images: either vary images or give --images (every "
                                                       "point runs each), not both")

@@ -196,18 +196,17 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
         return Sweep(base, axes, seeds=s.seeds, store=store), s.title, s.description
     base = load(spec["preset"], {**{k: v for k, v in spec.items() if k not in SPEC_KEYS},
                                  "defense": spec["defense"]})
-    name = spec["vary"].partition("=")[0].strip()
-    if spec["defense"] != "none" and name and name not in catalog.params_for(base["protocol"], base["attack"],
-                                                                             base["defense"]):
-        # the page offers this defense's strengths: name them, not every parameter the CLI could sweep
+    # a name the page cannot sweep is told in the page's terms (parse_axis lists all the CLI could sweep)
+    name, named, _ = (t.strip() for t in spec["vary"].partition("="))
+    knobs = {p.name: p for p in _sweepable("none", spec["preset"])}
+    if name and named and spec["defense"] == "none" and name not in knobs:  # a protocol knob that defends
+        raise ParamError("vary", f"without a defense, vary a protocol knob that defends: "
+                                 f"{', '.join(knobs) or 'this protocol has none'}; got {name}")
+    if name and named and name not in catalog.params_for(base["protocol"], base["attack"], base["defense"]):
         raise ParamError(name, f"is not a parameter of this scenario; the defense's: "
                                f"{', '.join(p.name for p in _sweepable(spec['defense'], spec['preset']))}")
     axes = [parse_axis(spec["vary"], base)]
-    if spec["defense"] == "none":  # a protocol knob instead of a defense: one that defends, not any setting
-        knobs = {p.name: p for p in _sweepable("none", spec["preset"])}
-        if axes[0].name not in knobs:
-            raise ParamError("vary", f"without a defense, vary a protocol knob that defends: "
-                                     f"{', '.join(knobs) or 'this protocol has none'}; got {axes[0].name}")
+    if spec["defense"] == "none":
         title = f"{catalog.ATTACKS[base['attack']].short} against {knobs[axes[0].name].title.lower()} ({spec['preset']})"
         return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
     defense = catalog.DEFENSES[spec["defense"]].title
