@@ -204,7 +204,11 @@ def from_file(path: str, overrides: Mapping[str, Any] | None = None) -> Scenario
 
 def from_dict(d: Any, overrides: Mapping[str, Any] | None = None) -> Scenario:
     if not isinstance(d, dict) or not isinstance(d.get("params"), dict):
-        raise LeakdemoError("scenario: expected a JSON object with a 'params' object (as `run --out` writes)")
+        got = (f"an object with keys {', '.join(map(str, d))[:80]}" if isinstance(d, dict) and d
+               else "an empty object" if isinstance(d, dict) else "null" if d is None
+               else f"a JSON {({list: 'array', str: 'string', bool: 'boolean'}).get(type(d), 'number')}")
+        raise LeakdemoError(f"scenario: expected a JSON object with a 'params' object, "
+                            f'{{"preset": NAME, "params": {{NAME: VALUE, …}}}} as `run --out` writes; got {got}')
     name = d.get("preset") or d.get("name") or "custom"
     return resolve(d["params"], overrides, preset=str(name))
 

@@ -124,7 +124,11 @@ def test_bad_scenario_files_give_one_line(tmp_path):
     with pytest.raises(LeakdemoError, match="cannot read"):
         from_file(str(tmp_path / "missing.json"))
     bad.write_text("[1, 2]")
-    with pytest.raises(LeakdemoError, match="'params' object"):
+    with pytest.raises(LeakdemoError, match="'params' object.*; got a JSON array"):
+        from_file(str(bad))
+    bad.write_text('{"preset": "dlg", "iterations": 50}')  # written by hand, flat: the shape and what it has
+    with pytest.raises(LeakdemoError, match=r'\{"preset": NAME, "params": \{NAME: VALUE, …\}\}.*got an object '
+                                            r'with keys preset, iterations'):
         from_file(str(bad))
 
 
