@@ -24,7 +24,7 @@ class _Parser(argparse.ArgumentParser):
 def parse_sets(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs or []:
-        if "=" not in pair:
+        if "=" not in pair or not pair.split("=", 1)[0].strip():
             raise LeakdemoError(f"--set: expected name=value, got {pair!r}")
         k, v = pair.split("=", 1)
         out[k.strip()] = v.strip()

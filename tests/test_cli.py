@@ -41,6 +41,7 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
 @pytest.mark.parametrize("args,starts", [
     (("run", "nope"), "error: preset: unknown preset 'nope'; available: agic, agic-multiround, cafe"),
     (("run", "dlg", "--set", "zzz=1"), "error: zzz: unknown parameter"),
+    (("run", "dlg", "--set", "=3"), "error: --set: expected name=value, got '=3'"),
     (("run", "dlg", "--set", "lr=-1"), "error: lr: must be a number in [0.0001, 10], got -1"),
     (("run", "dlg", "--set", "batch_size=0"), "error: batch_size: must be an integer in [1, 64], got 0"),
     (("run", "dlg", "--set", "attack=magic"), "error: attack: must be one of dlg, idlg, invgrad"),
