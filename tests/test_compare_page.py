@@ -350,6 +350,11 @@ def test_a_bad_scene_number_starts_at_the_first():
         at.run()
         assert not at.exception and "scene 1 of 11" in " ".join(m.value for m in at.markdown)
         assert [w.value for w in at.warning] == [f"Ignored from the link: scene={bad} (a scene number in [1, 11])."]
+    at.session_state["p_pos"] = 1.0  # the replay ends with a rerun of its own: the note stays to be read
+    at.run()
+    assert [w.value for w in at.warning] == ["Ignored from the link: scene=12 (a scene number in [1, 11])."]
+    at.button[1].click().run()  # Next: the user has moved on
+    assert not at.warning and "scene 2 of 11" in " ".join(m.value for m in at.markdown)
     at = AppTest.from_file(PRESENT, default_timeout=120)
     at.query_params["scene"] = "11"
     at.run()

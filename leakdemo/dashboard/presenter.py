@@ -86,7 +86,7 @@ def _init(rows: list[dict], choices: dict) -> None:
 def _go(step: int) -> None:
     count = len(st.session_state["p_scenes"])
     st.session_state["p_scene"] = (st.session_state.get("p_scene", 0) + step) % count
-    st.session_state["p_pos"] = 0.0
+    st.session_state["p_pos"], st.session_state["p_problem"] = 0.0, ""
     _leave_live()
     st.query_params["scene"] = str(st.session_state["p_scene"] + 1)
 
@@ -95,6 +95,7 @@ def _picked() -> None:
     """The chooser changed the list: start again at its first scene, and keep the list in the link."""
     codes = list(st.session_state["p_pick"]) or st.session_state["p_scenes"]
     st.session_state["p_scenes"], st.session_state["p_scene"], st.session_state["p_pos"] = codes, 0, 0.0
+    st.session_state["p_problem"] = ""
     _leave_live()
     st.query_params["scenes"] = ",".join(codes)
     st.query_params["scene"] = "1"
@@ -137,7 +138,8 @@ def main() -> None:
     choices = scene_choices(rows)
     _init(rows, choices)
     if st.session_state.get("p_problem"):
-        st.warning(f"Ignored from the link: {st.session_state.pop('p_problem')}.", icon=":material/link_off:")
+        # kept until Back, Next or the chooser: the replay's closing rerun would otherwise take it away at once
+        st.warning(f"Ignored from the link: {st.session_state['p_problem']}.", icon=":material/link_off:")
     code = st.session_state["p_scenes"][st.session_state["p_scene"]]
     if code.startswith("live:"):
         live_scene(code.split(":", 1)[1], choices)
