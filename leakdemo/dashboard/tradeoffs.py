@@ -197,12 +197,12 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     base = load(spec["preset"], {**{k: v for k, v in spec.items() if k not in SPEC_KEYS},
                                  "defense": spec["defense"]})
     # a name the page cannot sweep is told in the page's terms (parse_axis lists all the CLI could sweep)
-    name, named, _ = (t.strip() for t in spec["vary"].partition("="))
+    name, eq, _ = (t.strip() for t in spec["vary"].partition("="))
     knobs = {p.name: p for p in _sweepable("none", spec["preset"])}
-    if name and named and spec["defense"] == "none" and name not in knobs:  # a protocol knob that defends
+    if name and eq and spec["defense"] == "none" and name not in knobs:  # a protocol knob that defends
         raise ParamError("vary", f"without a defense, vary a protocol knob that defends: "
                                  f"{', '.join(knobs) or 'this protocol has none'}; got {name}")
-    if name and named and name not in catalog.params_for(base["protocol"], base["attack"], base["defense"]):
+    if name and eq and name not in catalog.params_for(base["protocol"], base["attack"], base["defense"]):
         raise ParamError(name, f"is not a parameter of this scenario; the defense's: "
                                f"{', '.join(p.name for p in _sweepable(spec['defense'], spec['preset']))}")
     axes = [parse_axis(spec["vary"], base)]
