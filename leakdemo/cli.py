@@ -607,6 +607,9 @@ OUTPUTS = {"run": [("out", "--out", True)], "sweep": [("out", "--out", True)],
            "bench": [("json", "--json", False)]}
 
 
+DEVICE_HELP = "auto (CUDA when present), cpu or cuda; default: the scenario's device"
+
+
 def main(argv=None) -> int:
     ap = _Parser(prog="python -m leakdemo", description="leakdemo: watch federated learning leak training data.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -615,7 +618,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("run", help="run a preset or a scenario.json")
     p.add_argument("scenario", metavar="PRESET_OR_JSON")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a parameter (repeatable)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where the attack runs: auto (CUDA when present), cpu or cuda; default: the scenario's device")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=DEVICE_HELP)
     p.add_argument("--out", metavar="DIR", help="write grid.png, progress.gif, metrics.json, scenario.json")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per event on stdout")
     p.add_argument("--fresh", action="store_true", help="run it even when the run store already holds this scenario")
@@ -627,7 +630,7 @@ def main(argv=None) -> int:
     p.add_argument("--images", help="comma-separated images: every point runs each")
     p.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="override a parameter of the swept scenario (repeatable)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="where the runs run: auto (CUDA when present), cpu or cuda; default: the scenario's device")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=DEVICE_HELP)
     p.add_argument("--out", metavar="DIR", help="write sweep.csv, sweep.json, tradeoff.png, strip.png")
     p.add_argument("--x-axis", dest="x_axis", choices=("strength", "epsilon"), default="strength",
                    help="tradeoff.png's left panel against the swept value (default) or against ε")

@@ -204,9 +204,11 @@ def from_file(path: str, overrides: Mapping[str, Any] | None = None) -> Scenario
 
 def from_dict(d: Any, overrides: Mapping[str, Any] | None = None) -> Scenario:
     if not isinstance(d, dict) or not isinstance(d.get("params"), dict):
-        got = (f"an object with keys {', '.join(map(str, d))[:80]}" if isinstance(d, dict) and d
-               else "an empty object" if isinstance(d, dict) else "null" if d is None
-               else f"a JSON {({list: 'array', str: 'string', bool: 'boolean'}).get(type(d), 'number')}")
+        if isinstance(d, dict):
+            got = f"an object with keys {', '.join(map(str, d))[:80]}" if d else "an empty object"
+        else:  # what json.load gives back, in JSON's words
+            got = {list: "a JSON array", str: "a JSON string", bool: "a JSON boolean",
+                   type(None): "null"}.get(type(d), "a JSON number")
         raise LeakdemoError(f"scenario: expected a JSON object with a 'params' object, "
                             f'{{"preset": NAME, "params": {{NAME: VALUE, …}}}} as `run --out` writes; got {got}')
     name = d.get("preset") or d.get("name") or "custom"
