@@ -134,6 +134,19 @@ def test_a_link_to_a_switched_protocol_brings_the_same_scenario_back():
     assert again["protocol"] == "fedgems" and again["rounds"] == s["rounds"] and ignored[0].startswith("rounds:")
 
 
+
+def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_does():
+    # `?preset=dlg&protocol=fedmd`: DLG cannot attack FedMD; the link was ignored with a note, the page on DLG
+    for protocol, attack, name in (("fedavg", "dlm", "iterations"), ("fedmd", "pli", "rounds"), ("ds-fl", "pli", "rounds")):
+        s, ignored = state.from_query({"preset": "dlg", "protocol": protocol, name: "3"})
+        assert ignored == [] and (s["protocol"], s["attack"], s[name]) == (protocol, attack, 3)
+        switched = state.switch(from_preset("dlg"), "protocol", protocol)  # the link's value on top of it
+        assert s.params == {**switched.params, name: 3}
+    s, ignored = state.from_query({"preset": "dlg", "protocol": "fedavg", "attack": "dlg"})  # named: still said
+    assert s["protocol"] == "fedsgd" and ignored[0].startswith("attack: dlg does not apply to protocol fedavg")
+    at = lab(preset="dlg", protocol="fedmd")
+    assert widget(at, "Attack").value == "pli" and not at.warning
+
 def test_uploads_are_validated():
     import io
 

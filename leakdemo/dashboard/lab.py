@@ -472,7 +472,7 @@ def _checks_chart(handle):
     """The Runner's checks against the truth as curves: PLI's attack accuracy or CAFE's Step I/II errors."""
     c = {k: v.items for k, v in handle.curves.items()}
     if any(v is not None for v in c["attack_accuracy"]):
-        return logits.accuracy_chart(c)
+        return logits.accuracy_chart(c, handle.scenario.params["attack"].upper())
     if any(v is not None for v in c["step1_error"]):
         return vfl.steps_chart(c)
     return None

@@ -18,6 +18,11 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
         ignored.append(f"preset={name!r} (unknown; available: {', '.join(presets())})")
         name = DEFAULT_PRESET
     base = load_preset(name).params
+    proto, start = query.get("protocol"), resolve(base, preset=name)
+    if "attack" not in query and proto in catalog.PROTOCOLS and start["attack"] not in catalog.attacks_for(proto):
+        # a hand-typed link that names only a protocol the preset's attack cannot attack (`?protocol=fedmd` on
+        # `dlg`): the sidebar's switch, with that protocol's own attack and defaults, rather than ignore it
+        base = switch(start, "protocol", proto).params
     accepted = {}
     # choices first, so that each parameter is checked against the right components
     keys = sorted((k for k in query if k != "preset"), key=lambda k: k not in ("protocol", "attack", "defense"))

@@ -70,10 +70,11 @@ def logit_metrics(fin, attack: str) -> None:
     cols[4].metric("Time", f"{fin.seconds:.1f} s")
 
 
-def accuracy_chart(c: dict):
-    """PLI (and TBI beside it): the paper's attack accuracy as the rounds go by."""
+def accuracy_chart(c: dict, name: str):
+    """PLI (and TBI beside it): the paper's attack accuracy as the rounds go by. `name` labels the attack's
+    line as its metric above does ("PLI"), not as "this attack"."""
     fig = go.Figure()
-    for key, name, color in (("attack_accuracy", "this attack", RECON_COLOR),
+    for key, name, color in (("attack_accuracy", name, RECON_COLOR),
                              ("baseline_attack_accuracy", "TBI baseline", "#555")):
         pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
         if pts:
