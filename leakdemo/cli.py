@@ -607,7 +607,7 @@ OUTPUTS = {"run": [("out", "--out", True)], "sweep": [("out", "--out", True)],
            "bench": [("json", "--json", False)]}
 
 
-DEVICE_HELP = "auto (CUDA when present), cpu or cuda; default: the scenario's device"
+DEVICE_HELP = "where the attack runs: auto (CUDA when present), cpu or cuda; default: the scenario's device"
 
 
 def main(argv=None) -> int:
@@ -616,14 +616,18 @@ def main(argv=None) -> int:
     p = sub.add_parser("list", help="protocols, attacks, defenses, presets and their parameters")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
     p = sub.add_parser("run", help="run a preset or a scenario.json")
-    p.add_argument("scenario", metavar="PRESET_OR_JSON")
+    p.add_argument("scenario", metavar="PRESET_OR_JSON",
+                   help="a preset (`python -m leakdemo list` shows them) or a scenario.json the Lab or "
+                        "`run --out` wrote")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a parameter (repeatable)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=DEVICE_HELP)
     p.add_argument("--out", metavar="DIR", help="write grid.png, progress.gif, metrics.json, scenario.json")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per event on stdout")
     p.add_argument("--fresh", action="store_true", help="run it even when the run store already holds this scenario")
     p = sub.add_parser("sweep", help="privacy against utility over a grid of defense strengths")
-    p.add_argument("scenario", metavar="SWEEP_OR_PRESET_OR_JSON")
+    p.add_argument("scenario", metavar="SWEEP_OR_PRESET_OR_JSON",
+                   help="a built-in sweep (sweep-dp-dlg, ...: `list` shows them), or a preset or scenario.json to "
+                        "sweep with --vary")
     p.add_argument("--vary", action="append", metavar="NAME=LOW..HIGH:N", help="a swept parameter (at most two); "
                    "log-spaced where the catalog says so; NAME=a,b,c for listed values")
     p.add_argument("--seeds", type=int, help="seeds per point (the scenario's seed and the next ones)")
@@ -660,7 +664,7 @@ def main(argv=None) -> int:
     p.add_argument("--fresh", action="store_true", help="compute every run even when the run store holds it")
     p.add_argument("--out", metavar="FILE", help="also write the table (Markdown) here")
     p = sub.add_parser("bench", help="speed and fidelity table of the standard presets on this machine")
-    p.add_argument("presets", nargs="*", metavar="PRESET")
+    p.add_argument("presets", nargs="*", metavar="PRESET", help="the presets to time (default: every standard one)")
     p.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="override a parameter of every row (repeatable)")
     p.add_argument("--device", metavar="DEVICE[,DEVICE]",
