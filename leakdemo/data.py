@@ -237,8 +237,21 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, cou
     rng = np.random.default_rng(p["seed"])
     rest = [n for n in names if n not in wanted]
     keys = wanted + [rest[i] for i in rng.permutation(len(rest))[: bs - len(wanted)]]
-    items = [load_item(source, k, p) for k in keys]
+    items = [_picked(source, k, p, k in wanted) for k in keys]
     return _batch([i[0] for i in items], [i[1] for i in items], [i[2] for i in items], keys)
+
+
+def _picked(source: str, key: str, p: dict, named: bool) -> tuple[np.ndarray, int, str]:
+    """One item of the batch. A file of the user's folder that is no image, picked by the seed rather than
+    named, is the folder's fault: the message says so and what to do, not "images:" of a list never typed."""
+    try:
+        return load_item(source, key, p)
+    except LeakdemoError as e:
+        if named or source != "folder":
+            raise
+        why = str(e).split(" as an image ", 1)[-1]
+        raise ParamError("folder", f"{key} cannot be read as an image {why}; the seed picked it: "
+                                   "remove it from the folder, or name the images to use (images=…)") from None
 
 
 def _checked_request(p: dict, names: list[str], count: int, count_name: str) -> list[str]:
@@ -250,7 +263,10 @@ def _checked_request(p: dict, names: list[str], count: int, count_name: str) -> 
     for w in wanted:
         if w not in names:
             shown = ", ".join(names) if len(names) <= 30 else f"0 to {len(names) - 1}"
-            raise ParamError("images", f"unknown {source} item {w!r}; available: {shown}")
+            # a folder's items are named with their sub-folder (the class): `camera.png` is `dogs/camera.png`
+            alike = [n for n in names if source == "folder" and os.path.basename(n) == w]
+            hint = f" (did you mean {' or '.join(alike)}?)" if alike else ""
+            raise ParamError("images", f"unknown {source} item {w!r}{hint}; available: {shown}")
     if len(set(wanted)) != len(wanted):
         raise ParamError("images", "lists an image twice")
     if count > len(names):
@@ -292,7 +308,7 @@ def training_pool(p: dict, exclude: list[str], n: int) -> Batch:
         return _batch(imgs, labels, [])
     names = [k for k in item_names(source, p) if k not in exclude]
     keys = [names[i] for i in rng.choice(len(names), size=min(n, len(names)), replace=False)]
-    items = [load_item(source, k, p) for k in keys]
+    items = [_picked(source, k, p, False) for k in keys]
     return _batch([i[0] for i in items], [i[1] for i in items], [])
 
 

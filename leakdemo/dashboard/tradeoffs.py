@@ -758,7 +758,8 @@ def strip_row_length(n: int) -> int:
 
 
 def _figure(r: dict, key: str) -> str:
-    return f"{r[key]:.2f}" if key == "attack_accuracy" else f"{r['psnr']:.1f} dB"
+    """A strip picture's figure; the no-break space keeps "5.6 dB" whole when a narrow caption wraps."""
+    return f"{r[key]:.2f}" if key == "attack_accuracy" else f"{r['psnr']:.1f}\u00a0dB"
 
 
 def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
