@@ -446,6 +446,8 @@ def test_compare_runs_one_scenario_under_two_defenses(server, browser):
     runs.get_by_text("Run #", exact=False).nth(1).wait_for(timeout=400_000)
     picked = runs.inner_text()
     assert "DLG on FedSGD, no defense" in picked and "DLG on FedSGD, Gaussian noise" in picked, picked
+    # in the order chosen (no defense first), not the order they finished in (the undefended run is slower)
+    assert picked.index("no defense") < picked.index("Gaussian noise"), picked
     shown = []
     for _ in range(100):  # the picker lists both at once; their columns are drawn a moment later
         shown = [c for c in page.locator('[data-testid="stImageCaption"]').all_inner_texts() if c.startswith("iteration")]

@@ -242,6 +242,15 @@ def test_runs_side_by_side_say_what_tells_them_apart():
     assert told_apart([run("dlg", seed=1)]) == [""]
 
 
+def test_the_defenses_form_s_runs_keep_the_order_chosen():
+    from leakdemo.dashboard.compare import in_form_order
+    chosen = ["none", "dp-gaussian", "prune"]
+    # noise finished first, then pruning, then the undefended run; g1 was picked by hand meanwhile
+    assert in_form_order(["r7", "g1", "r8", "r9"], {"r7": "dp-gaussian", "r8": "prune", "r9": "none"},
+                         chosen) == ["r9", "g1", "r7", "r8"]
+    assert in_form_order(["g2", "r3"], {"r3": "prune"}, chosen) == ["g2", "r3"]
+
+
 def test_play_replays_to_the_last_frame(monkeypatch):
     at = page(runs="g1,g2")
     at.button[0].click().run()

@@ -137,6 +137,7 @@ def _start_defenses(sources: dict) -> None:
     from ..sweep import Task
     from .shared import tab_alive
     store, refs, pending = sources["r"], [], []
+    st.session_state["c_order"] = list(st.session_state.get("c_defenses", []))
     for i, d in enumerate(st.session_state.get("c_defenses", [])):
         try:
             sc = from_preset(st.session_state["c_preset"], {"defense": d})
@@ -146,6 +147,7 @@ def _start_defenses(sources: dict) -> None:
         found = store.find(scenario_key(dict(sc.params), device_name(sc["device"])))
         if found is not None:
             refs.append(f"r{found}")
+            st.session_state.setdefault("c_ref_defense", {})[f"r{found}"] = d
             continue
         task = Task(i, sc["seed"], None, dict(sc.params), sc.preset, with_utility=False)
         pending.append((d, run_pool().submit_task(task, alive=tab_alive())))
@@ -182,8 +184,18 @@ def _collect(sources: dict) -> None:
             continue
         run_id = sources["r"].record(rec["key"], "compare", rec["scenario"], rec["started"], rec["finished"],
                                      rec["keyframes"])
-        _set_runs((st.session_state.get("c_runs") or []) + [f"r{run_id}"])
+        st.session_state.setdefault("c_ref_defense", {})[f"r{run_id}"] = d
+        _set_runs(in_form_order((st.session_state.get("c_runs") or []) + [f"r{run_id}"],
+                                st.session_state["c_ref_defense"], st.session_state.get("c_order") or []))
     st.session_state["c_pending"] = still
+
+
+def in_form_order(runs: list[str], ref_defense: dict, order: list[str]) -> list[str]:
+    """The form's runs in the order its defenses were chosen (no defense, then noise: as picked), whichever
+    finished first; runs picked otherwise keep their places."""
+    rank = {ref: order.index(d) for ref, d in ref_defense.items() if d in order}
+    ours = iter(sorted((r for r in runs if r in rank), key=rank.get))
+    return [next(ours) if r in rank else r for r in runs]
 
 
 def _pending_panel() -> None:
