@@ -146,6 +146,11 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
     assert s["protocol"] == "fedsgd" and ignored[0].startswith("attack: dlg does not apply to protocol fedavg")
     at = lab(preset="dlg", protocol="fedmd")
     assert widget(at, "Attack").value == "pli" and not at.warning
+    # and so the Lab's own link for a switched protocol stays that short, not the twenty values it brings
+    assert dict(at.query_params) == {"preset": "dlg", "protocol": "fedmd"}
+    tbi = state.switch(state.switch(from_preset("dlg"), "protocol", "ds-fl"), "attack", "tbi")
+    assert state.to_query(tbi) == {"preset": "dlg", "protocol": "ds-fl", "attack": "tbi", "data": "faces",
+                                   "num_classes": "40"}  # named attack: the preset's data would apply again
 
 def test_uploads_are_validated():
     import io

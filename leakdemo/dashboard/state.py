@@ -71,9 +71,28 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
     return scenario, ignored
 
 
+_SHORTEST: dict = {}
+
+
 def to_query(s: Scenario) -> dict[str, str]:
-    """The shortest query string that reproduces `s`: the preset plus what differs from it."""
-    return {"preset": s.preset, **{k: str(v) for k, v in s.diff_from_preset().items()}}
+    """The shortest query string that reproduces `s`: the preset plus what differs from it — and, where the
+    protocol is not the preset's, less each value the link brings back anyway (that protocol's own attack and
+    defaults: `?preset=dlg&protocol=ds-fl&clients=3`, not twenty values more), each drop checked by reading
+    the link back. Remembered per scenario: the page asks on every redraw."""
+    query = {"preset": s.preset, **{k: str(v) for k, v in s.diff_from_preset().items()}}
+    if s.preset not in presets() or "protocol" not in query:
+        return query
+    key = (s.preset, tuple(sorted((k, str(v)) for k, v in s.params.items())))
+    if key not in _SHORTEST:
+        for name in [k for k in query if k not in ("preset", "protocol")]:
+            trial = {k: v for k, v in query.items() if k != name}
+            again, ignored = from_query(trial)
+            if not ignored and again.params == s.params:
+                query = trial
+        if len(_SHORTEST) >= 256:
+            _SHORTEST.clear()
+        _SHORTEST[key] = query
+    return dict(_SHORTEST[key])
 
 
 def switch(current: Scenario, name: str, value) -> Scenario:
