@@ -759,7 +759,26 @@ def strip_row_length(n: int) -> int:
 
 def _figure(r: dict, key: str) -> str:
     """A strip picture's figure; the no-break space keeps "5.6 dB" whole when a narrow caption wraps."""
-    return f"{r[key]:.2f}" if key == "attack_accuracy" else f"{r['psnr']:.1f}\u00a0dB"
+    return f"{r[key]:.0%}" if key == "attack_accuracy" else f"{r['psnr']:.1f}\u00a0dB"
+
+
+def _share(label: str, help: str):
+    return st.column_config.NumberColumn(label, format="percent", help=help)
+
+
+# the table as people read it (sweep.csv keeps the names and full figures): medians over a point's runs
+TABLE_COLUMNS = {
+    "label": st.column_config.TextColumn("point"),
+    "psnr": st.column_config.NumberColumn("PSNR dB", format="%.1f", help="median over the point's runs"),
+    "ssim": st.column_config.NumberColumn("SSIM", format="%.3f", help="median over the point's runs"),
+    "lpips": st.column_config.NumberColumn("LPIPS", format="%.3f", help="median over the point's runs (lower: closer)"),
+    "recognisable": _share("recognisable", "share of the point's runs at 20 dB or more"),
+    "attack_accuracy": _share("attack acc.", "median attack accuracy over the point's runs"),
+    "test_accuracy": _share("federation acc.", "the federation's accuracy on held-out data, with this defense"),
+    "clean_test_accuracy": _share("without defense", "the same federation's accuracy without the defense"),
+    "training_loss": st.column_config.NumberColumn("training loss", format="%.3f"),
+    "client_accuracy": _share("clients' acc.", "the clients' test accuracy, median over the point's runs"),
+}
 
 
 def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
@@ -767,7 +786,7 @@ def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
         shown = ["label", "psnr", "ssim", "lpips", "recognisable", "attack_accuracy", "test_accuracy",
                  "clean_test_accuracy", "training_loss", "client_accuracy", "privacy", "runs", "failed"]
         table = [{k: plain(r).get(k) for k in shown if any(x.get(k) is not None for x in rows)} for r in rows]
-        st.dataframe(table, hide_index=True, width="stretch")
+        st.dataframe(table, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
         c1, c2, c3 = st.columns(3)
         c1.download_button("sweep.csv", sweep_csv(rows, axes), file_name="sweep.csv", mime="text/csv",
                            icon=":material/download:")
