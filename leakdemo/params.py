@@ -46,8 +46,8 @@ class Param:
             return "true or false"
         if self.kind in ("int", "float"):
             noun = "an integer" if self.kind == "int" else "a number"
-            lo = "-inf" if self.low is None else _fmt(self.low)
-            hi = "inf" if self.high is None else _fmt(self.high)
+            lo = "-inf" if self.low is None else number_text(self.low)
+            hi = "inf" if self.high is None else number_text(self.high)
             return f"{noun} in [{lo}, {hi}]"
         return "text"
 
@@ -78,7 +78,7 @@ class Param:
                 raise ParamError(self.name, "must be at most 2000 characters")
         if self.kind in ("int", "float"):
             if (self.low is not None and v < self.low) or (self.high is not None and v > self.high):
-                raise ParamError(self.name, f"must be {self.allowed()}, got {_fmt(v)}")
+                raise ParamError(self.name, f"must be {self.allowed()}, got {number_text(v)}")
         return v
 
     def describe(self) -> dict:
@@ -93,7 +93,7 @@ class Param:
         return d
 
 
-def _fmt(x: float) -> str:
+def number_text(x: float) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 

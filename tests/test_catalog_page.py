@@ -31,12 +31,14 @@ def test_the_catalog_lists_every_part_and_links_every_preset_and_sweep():
 def test_every_parameter_is_described_in_full():
     """The parameters were a dataframe that cut "what it does" at the column's edge on a 1280-px screen: they are
     tables whose every description reads whole, ranges written as they are."""
-    from leakdemo.dashboard.catalog_page import _cell
+    from leakdemo.dashboard.catalog_page import _allowed, _cell
     at = AppTest.from_file(PAGE, default_timeout=60).run()
     tables = [m.value for m in at.markdown if m.value.startswith("| parameter |")]
     parts = [c for t in (catalog.PROTOCOLS, catalog.ATTACKS, catalog.DEFENSES) for c in t.values() if c.params]
     assert len(tables) == len(parts) and not at.dataframe
     for table, c in zip(tables, parts):
         for p in c.params:
-            assert f"| `{p.name}` | {_cell(str(p.default))} | {_cell(p.allowed())} | {_cell(p.help)} |" in table
-    assert any("an integer in \\[4, 64\\]" in t for t in tables)  # DS-FL's views: a range, never a link
+            assert f"| `{p.name}` | {_cell(str(p.default))} | {_cell(_allowed(p))} | {_cell(p.help)} |" in table
+    # DS-FL's views: a range in one unbroken piece (the error messages' "an integer in [4, 64]" took three lines)
+    assert any("| 16 | 4\u00a0to\u00a064 |" in t for t in tables)
+    assert any("| robust | robust, original |" in t for t in tables)  # choices listed

@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import catalog
+from ..params import number_text
 from ..scenario import presets
 from ..sweeps import sweeps
 
@@ -15,8 +16,18 @@ def _params_table(params) -> None:
         st.caption("No parameters.")
         return
     lines = ["| parameter | default | allowed | what it does |", "|---|---|---|---|"]
-    lines += [f"| `{p.name}` | {_cell(str(p.default))} | {_cell(p.allowed())} | {_cell(p.help)} |" for p in params]
+    lines += [f"| `{p.name}` | {_cell(str(p.default))} | {_cell(_allowed(p))} | {_cell(p.help)} |" for p in params]
     st.markdown("\n".join(lines))
+
+
+def _allowed(p) -> str:
+    """A range as one unbroken "1 to 5000": the error messages' "an integer in [1, 5000]" wrapped over three
+    lines in the table's narrow column (the default beside it, 300 or 1.0, says integer or number)."""
+    if p.kind == "choice":
+        return ", ".join(str(c) for c in p.choices)  # "one of" took a line of its own
+    if p.kind not in ("int", "float") or p.low is None or p.high is None:
+        return p.allowed()
+    return f"{number_text(p.low)}\u00a0to\u00a0{number_text(p.high)}"  # an en dash lets a line break after it
 
 
 def _cell(text: str) -> str:
@@ -26,7 +37,13 @@ def _cell(text: str) -> str:
     return text.replace("\n", " ")
 
 
+# Streamlit's tables break inside any word (overflow-wrap: break-word) when a column runs short: a range came
+# out over two lines, no-break spaces and all. Words now wrap whole; the long ones are few and short.
+CSS = "<style>[data-testid='stMarkdownContainer'] td {overflow-wrap: normal;}</style>"
+
+
 def main() -> None:
+    st.markdown(CSS, unsafe_allow_html=True)
     st.title(":material/menu_book: Catalog")
     st.markdown("Everything the Attack Lab can combine, with the parameters each part takes. "
                 "The command line reads the same catalog: `python -m leakdemo list`.")
