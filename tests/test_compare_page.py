@@ -457,6 +457,9 @@ def test_a_live_scene_shows_the_attack_s_stage_and_pli_s_accuracy_while_it_runs(
         def poll(self):
             pass
 
+        def since_latest(self):  # the event arrived just now
+            return 0.0
+
     def scene():
         from leakdemo.dashboard.presenter import live_body
         live_body("pli", 0.5)  # the pace a running scene refreshes at (LIVE_POLL)
@@ -466,6 +469,10 @@ def test_a_live_scene_shows_the_attack_s_stage_and_pli_s_accuracy_while_it_runs(
     at.run()
     assert not at.exception
     assert {m.label: m.value for m in at.metric} == {"Attack accuracy": "40%", "Time": "5 s"}
+    Handle.since_latest = lambda self: 10.0  # ten seconds on with no new event (a long step): the clock runs on
+    at.run()
+    assert {m.label: m.value for m in at.metric}["Time"] == "15 s"
+    Handle.since_latest = lambda self: 0.0
     from leakdemo.dashboard.presenter import live_caption
     assert live_caption("left: x", Handle.latest, None) == \
         "left: x · iteration 40 of 200 · round 2 of 5: new logits arrived, training on them"

@@ -70,6 +70,20 @@ def test_a_fresh_pool_says_its_workers_are_starting_and_runs_before_warming_up()
         p.close()
 
 
+def test_the_run_s_clock_runs_on_between_its_events(monkeypatch):
+    """A compile or one long step sends one event at its start: the page's time must not stand still."""
+    from leakdemo.events import Progress
+    clock = [100.0]
+    monkeypatch.setattr(pool_mod.time, "monotonic", lambda: clock[0])
+    h = pool_mod.RunHandle(from_preset("dlg"))
+    assert h.since_latest() == 0.0  # nothing yet
+    h.apply(Progress(0, 300, 0.0, float("nan"), stage="compiling the objective"))
+    clock[0] += 12.5
+    assert h.since_latest() == 12.5
+    h.apply(Progress(1, 300, 13.0, 1.0))
+    assert h.since_latest() == 0.0
+
+
 def test_a_waiting_run_says_how_many_runs_are_ahead_of_it(one_worker):
     a = one_worker.submit(from_preset("invgrad", LONG))
     b = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))

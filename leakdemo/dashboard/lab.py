@@ -387,6 +387,7 @@ def run_view(handle) -> None:
     """One run as it stands: progress, the images, the metrics and, once finished, the downloads."""
     with handle.lock:
         status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
+        since = handle.since_latest()
         notes = shown_notes(handle.notes)
         matching = handle.matching
     if status == "queued":
@@ -394,10 +395,12 @@ def run_view(handle) -> None:
     elif status == "running" and latest is None:
         st.progress(0.0, text=setup_line(handle.scenario.params) + (" · stopping…" if handle.stopping else ""))
     elif latest is not None and not handle.done:
-        eta = f" · about {latest.eta:.0f} s left" if latest.eta is not None and latest.seconds > 1 else ""
+        seconds = latest.seconds + since  # the clock runs on between events (RunHandle.since_latest)
+        left = None if latest.eta is None else max(0.0, latest.eta - since)
+        eta = f" · about {left:.0f} s left" if left is not None and seconds > 1 else ""
         st.progress(min(1.0, latest.iteration / max(latest.total, 1)),
                     text=f"Iteration {latest.iteration} / {latest.total}{f' · {latest.stage}' if latest.stage else ''}"
-                         f" · {latest.seconds:.1f} s{eta}"
+                         f" · {seconds:.1f} s{eta}"
                          + (" · stopping…" if handle.stopping else ""))
     if status == "failed":
         st.error(f"The run could not complete: {error}")

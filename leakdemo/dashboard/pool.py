@@ -84,6 +84,7 @@ class RunHandle:
     status: str = "queued"  # queued | running | finished | stopped | failed | dropped
     started: Started | None = None
     latest: Progress | None = None
+    latest_at: float | None = None  # when `latest` arrived (time.monotonic): the page's clock runs on from it
     finished: Finished | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -115,6 +116,12 @@ class RunHandle:
         if self._pool is not None:
             self._pool.stop_job(self)
 
+    def since_latest(self) -> float:
+        """Seconds since the latest progress event arrived: the page's clock runs on from its time. A 15-s
+        compile, or one long step of many racing starts, sends one event at its start, and the page showed
+        "0.0 s" throughout, as if the run had hung."""
+        return 0.0 if self.latest_at is None else time.monotonic() - self.latest_at
+
     @property
     def stopping(self) -> bool:
         return self.stop_requested and not self.done
@@ -135,6 +142,7 @@ class RunHandle:
                 self.started = ev
             elif isinstance(ev, Progress):
                 before, self.latest = (self.latest.stage if self.latest else None), ev
+                self.latest_at = time.monotonic()
                 checks = ev.checks or {}
                 for k in self.curves:
                     value = checks.get(k) if k in CHECKS else getattr(ev, k)

@@ -320,7 +320,7 @@ def live_body(preset: str, pace) -> None:
             right.metric("Attack accuracy", f"{accuracy:.0%}")
         else:
             right.metric("PSNR", "…" if latest.psnr is None else f"{latest.psnr:.1f} dB")
-        right.metric("Time", f"{latest.seconds:.0f} s")
+        right.metric("Time", f"{latest.seconds + handle.since_latest():.0f} s")
     if handle.done:
         right.button("Run again", on_click=_start_live, args=(preset,), icon=":material/replay:", width="stretch")
     if _live_pace(handle) != pace:
