@@ -375,7 +375,9 @@ def _setting_up_page(preset: str, over: dict):
     from leakdemo.dashboard.lab import run_view
     from leakdemo.dashboard.pool import RunHandle
     from leakdemo.scenario import from_preset
-    run_view(RunHandle(scenario=from_preset(preset, over), status="running", seq=1))
+    import time
+    # started 30 s ago (RunPool._start sets the clock): the line counts the wait, no event arriving meanwhile
+    run_view(RunHandle(scenario=from_preset(preset, over), status="running", seq=1, clock_at=time.monotonic() - 30))
 
 
 @pytest.mark.parametrize("preset,over,says", [
@@ -388,7 +390,8 @@ def test_the_set_up_says_what_it_waits_for(preset, over, says):
     """A ten-client federation's rounds take ~30 s before PLI's first frame, under "Setting up: the client
     computes its update…" — which no federation of logits does."""
     at = AppTest.from_function(_setting_up_page, args=(preset, over), default_timeout=60).run()
-    assert not at.exception and says in at.get("progress")[0].proto.text
+    text = at.get("progress")[0].proto.text
+    assert not at.exception and says in text and text.endswith("… · 30 s"), text
 
 
 def _finished_page(over: dict):

@@ -77,6 +77,9 @@ def test_the_run_s_clock_runs_on_between_its_events(monkeypatch):
     monkeypatch.setattr(pool_mod.time, "monotonic", lambda: clock[0])
     h = pool_mod.RunHandle(from_preset("dlg"))
     assert h.since_latest() == 0.0  # nothing yet
+    h.clock_at = clock[0]  # the pool starts it (RunPool._start)
+    clock[0] += 30.0  # a ten-client federation's set-up: no event for half a minute
+    assert h.since_latest() == 30.0
     h.apply(Progress(0, 300, 0.0, float("nan"), stage="compiling the objective"))
     clock[0] += 12.5
     assert h.since_latest() == 12.5

@@ -393,7 +393,8 @@ def run_view(handle) -> None:
     if status == "queued":
         st.progress(0.0, text=queue_line(run_pool(), handle))
     elif status == "running" and latest is None:
-        st.progress(0.0, text=setup_line(handle.scenario.params) + (" · stopping…" if handle.stopping else ""))
+        st.progress(0.0, text=f"{setup_line(handle.scenario.params)} · {since:.0f} s"
+                              + (" · stopping…" if handle.stopping else ""))
     elif latest is not None and not handle.done:
         seconds = latest.seconds + since  # the clock runs on between events (RunHandle.since_latest)
         left = None if latest.eta is None else max(0.0, latest.eta - since)

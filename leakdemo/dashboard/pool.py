@@ -84,7 +84,7 @@ class RunHandle:
     status: str = "queued"  # queued | running | finished | stopped | failed | dropped
     started: Started | None = None
     latest: Progress | None = None
-    latest_at: float | None = None  # when `latest` arrived (time.monotonic): the page's clock runs on from it
+    clock_at: float | None = None  # when the run started, then when `latest` arrived (time.monotonic)
     finished: Finished | None = None
     error: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -117,10 +117,11 @@ class RunHandle:
             self._pool.stop_job(self)
 
     def since_latest(self) -> float:
-        """Seconds since the latest progress event arrived: the page's clock runs on from its time. A 15-s
-        compile, or one long step of many racing starts, sends one event at its start, and the page showed
-        "0.0 s" throughout, as if the run had hung."""
-        return 0.0 if self.latest_at is None else time.monotonic() - self.latest_at
+        """Seconds since the latest progress event arrived (or, before the first, since the run started): the
+        page's clock runs on from its time. A 15-s compile, or one long step of many racing starts, sends one
+        event at its start, and the page showed "0.0 s" throughout, as if the run had hung; a ten-client PLI
+        federation's set-up (~30 s) showed no time at all."""
+        return 0.0 if self.clock_at is None else time.monotonic() - self.clock_at
 
     @property
     def stopping(self) -> bool:
@@ -142,7 +143,7 @@ class RunHandle:
                 self.started = ev
             elif isinstance(ev, Progress):
                 before, self.latest = (self.latest.stage if self.latest else None), ev
-                self.latest_at = time.monotonic()
+                self.clock_at = time.monotonic()
                 checks = ev.checks or {}
                 for k in self.curves:
                     value = checks.get(k) if k in CHECKS else getattr(ev, k)
@@ -466,7 +467,7 @@ class RunPool:
     def _start(self, w: _Worker, h: RunHandle) -> None:
         self._next_id += 1
         with h.lock:
-            h.status, h.job_id = "running", self._next_id
+            h.status, h.job_id, h.clock_at = "running", self._next_id, time.monotonic()
         w.handle, w.job_id = h, self._next_id
         self._share_cores()
         w.jobs.put((self._next_id, h.task if h.task is not None else h.scenario.to_dict(), h.uploads))

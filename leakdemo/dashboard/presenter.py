@@ -296,7 +296,8 @@ def live_body(preset: str, pace) -> None:
     if status == "failed":
         left.error(f"The run could not complete: {error}")
     elif started is None:
-        left.info(queue_line(run_pool(), handle) if status == "queued" else setup_line(handle.scenario.params))
+        left.info(queue_line(run_pool(), handle) if status == "queued"
+                  else f"{setup_line(handle.scenario.params)} · {handle.since_latest():.0f} s")
     else:
         src = fin if fin is not None else latest
         ids = (fin.metrics.get("sample_ids") if fin is not None else getattr(latest, "sample_ids", None))
