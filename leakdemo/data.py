@@ -249,9 +249,9 @@ def _picked(source: str, key: str, p: dict, named: bool) -> tuple[np.ndarray, in
     except LeakdemoError as e:
         if named or source != "folder":
             raise
-        why = str(e).split(" as an image ", 1)[-1]
-        raise ParamError("folder", f"{key} cannot be read as an image {why}; the seed picked it: "
-                                   "remove it from the folder, or name the images to use (images=…)") from None
+        reason = str(e).removeprefix("images: ")  # read_image_file speaks of named images
+        raise ParamError("folder", f"{reason}; the seed picked {key}: remove it from the folder, or name the "
+                                   "images to use (images=…)") from None
 
 
 def _checked_request(p: dict, names: list[str], count: int, count_name: str) -> list[str]:

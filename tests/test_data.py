@@ -87,7 +87,8 @@ def test_folder_source_and_corrupt_files(tmp_path):
     with pytest.raises(ParamError, match="^folder: "):
         load_batch(params(data="folder", folder=str(tmp_path / "missing")))
     # picked by the seed, not named: the folder is at fault, and the message says what to do
-    with pytest.raises(ParamError, match=r"^folder: cats/broken.png cannot be read .* the seed picked it: remove it"):
+    with pytest.raises(ParamError, match=r"^folder: cannot read 'broken.png' as an image .*; the seed picked "
+                                         r"cats/broken.png: remove it from the folder"):
         load_batch(params(data="folder", folder=str(tmp_path), images="", batch_size="3"))
     # a folder's items carry their sub-folder: the bare file name is pointed to its full name
     with pytest.raises(ParamError, match=r"^images: unknown folder item 'a.png' \(did you mean cats/a.png or dogs/a.png\?\)"):
