@@ -103,11 +103,15 @@ def _to_number(p: Param, value: Any, typ):
         raise ParamError(p.name, f"must be {p.allowed()}, got {value!r}")
     try:
         if typ is int:
-            if isinstance(value, float):
-                if not value.is_integer():
+            number = value
+            if not isinstance(value, (int, float)):  # "3.0" or "1e3" as 3.0 and 1e3 are, in JSON: whole numbers
+                text = str(value).strip()
+                number = int(text) if text.lstrip("+-").isdigit() else float(text)
+            if isinstance(number, float):
+                if not number.is_integer():
                     raise ValueError
-                return int(value)
-            return int(str(value).strip())
+                return int(number)
+            return int(number)
         v = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
     except (TypeError, ValueError):
         raise ParamError(p.name, f"must be {p.allowed()}, got {value!r} (not {noun})") from None

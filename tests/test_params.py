@@ -17,7 +17,10 @@ def test_numbers_are_coerced_and_range_checked():
 def test_ints_reject_fractions_and_bools():
     p = Param("iterations", "int", 10, "h", low=1, high=100)
     assert p.coerce("7") == 7 and p.coerce(7.0) == 7
-    for bad in ("7.5", 7.5, True, "0", "101"):
+    # a whole number written as a float reads alike whether a JSON number or text (a link, --set, a string in
+    # a scenario file): "7.0" was refused where 7.0 was taken
+    assert p.coerce("7.0") == 7 and p.coerce("1e2") == 100 and p.coerce(" +7 ") == 7
+    for bad in ("7.5", 7.5, True, "0", "101", "1e999", "nan", "0x10", "", "1e3"):
         with pytest.raises(ParamError, match="^iterations: must be an integer in"):
             p.coerce(bad)
 
