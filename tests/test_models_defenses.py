@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from leakdemo.defenses import apply_defense, clip_by_global_norm, prune_smallest
-from leakdemo.models import build_model
+from leakdemo.models import PATCHES_UP_TO, PatchConv2d, build_model
 from leakdemo.settings import MODELS
 
 
@@ -21,6 +21,44 @@ def test_dlg_uniform_init():
     m = build_model("lenet", 3, 32, 10, seed=0, init="uniform")
     w = torch.cat([p.flatten() for p in m.parameters()])
     assert -0.5 <= w.min() < -0.45 and 0.45 < w.max() <= 0.5
+
+
+@pytest.mark.parametrize("name", ["lenet", "convnet", "resnet"])
+def test_a_trial_models_patch_convolutions_give_torchs_gradients_and_their_gradients(name):
+    """Racing trials and clients run their models' convolutions as products over patches (faster vmapped):
+    every trial's gradient-matching loss and its gradient with respect to the image are torch's."""
+    from leakdemo.attacks import racing
+    model = build_model(name, 3, 16, 10, seed=3, init="uniform" if name == "lenet" else "default")
+    g = torch.Generator().manual_seed(4)
+    x, labels = torch.rand(5, 2, 3, 16, 16, generator=g), torch.randint(0, 10, (5, 2), generator=g)
+    results = []
+    for patches in (False, True):
+        racing.PATCHES = patches
+        try:
+            fmodel, buffers = racing.trial_model(model)
+        finally:
+            racing.PATCHES = True
+        assert any(isinstance(m, PatchConv2d) for m in fmodel.modules()) == patches
+        weights = {n: w.detach() for n, w in fmodel.named_parameters()}
+        target = [torch.randn(w.shape, generator=torch.Generator().manual_seed(5)) for w in weights.values()]
+
+        def loss(xx, yy):
+            return sum(((a - t) ** 2).sum()
+                       for a, t in zip(racing.functional_gradients(fmodel, weights, buffers, xx, yy), target))
+        results.append(torch.func.vmap(torch.func.grad_and_value(loss))(x, labels))
+    (grad_torch, loss_torch), (grad_patches, loss_patches) = results
+    assert torch.allclose(loss_patches, loss_torch, rtol=1e-5)
+    assert torch.allclose(grad_patches, grad_torch, rtol=1e-4, atol=1e-6 * float(grad_torch.abs().max()))
+
+
+def test_a_patch_convolution_too_big_for_patches_is_torchs():
+    conv = torch.nn.Conv2d(3, 4, 5, padding=2)
+    patched = torch.nn.Conv2d(3, 4, 5, padding=2)
+    patched.load_state_dict(conv.state_dict())
+    patched.__class__ = PatchConv2d
+    small, big = torch.rand(2, 3, 8, 8), torch.rand(1, 3, 1, 1).expand(PATCHES_UP_TO // (75 * 64) + 1, 3, 8, 8)
+    assert torch.allclose(patched(small), conv(small), atol=1e-6)
+    assert torch.equal(patched(big), conv(big))  # the same kernel: bit for bit
 
 
 def payload():

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, replace_all_batch_norm_modules_, vmap
 
+from ..models import patch_convolutions
 from ..threat import Knowledge, Observation, Step
 from ..words import plural
 from .dlg import DIVERGED, POLISH_BELOW, POLISH_RATIO, _initial_image, _initial_label_logits, hopeless, stalled
@@ -41,12 +42,18 @@ def functional_gradients(model, weights: dict, buffers: dict, x: torch.Tensor, l
     return list(grad(loss)(weights).values())
 
 
+# a trial model's convolutions as matrix products over patches (models.PatchConv2d); False: torch's (to measure)
+PATCHES = True
+
+
 def trial_model(model: torch.nn.Module) -> tuple[torch.nn.Module, dict]:
     """A copy of the model for vmapped trials, and its buffers. BatchNorm keeps its batch statistics per
     trial; its running statistics — which vmap cannot update in place and which do not change a
     training-mode gradient — are dropped on the copy."""
     model = copy.deepcopy(model).train()
     replace_all_batch_norm_modules_(model)
+    if PATCHES:
+        patch_convolutions(model)
     return model, dict(model.named_buffers())
 
 
