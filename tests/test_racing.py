@@ -222,8 +222,9 @@ def test_a_racing_dlg_trial_on_a_batchnorm_model_has_the_sequential_loops_object
 
 
 def test_agics_objective_written_for_vmapped_starts_is_its_objective():
-    """AGIC's loss in torch.func (for starts vmapped on a GPU) equals its autograd loss, value and gradient,
-    over several rounds at their own weights, each filling its own slots (two rounds per epoch, two epochs)."""
+    """AGIC's loss in torch.func — the rounds vmapped into one program, for several rounds and for starts
+    vmapped on a GPU — equals its autograd loop over the rounds, value and gradient, over several rounds at
+    their own weights and γ, each filling its own slots (two rounds per epoch, two epochs)."""
     sc = from_preset("agic-multiround", {"image_size": 16, "rounds_per_epoch": 2, "relu_modifier": True, "beta": 5.0})
     p = dict(sc.params)
     obs, kn, _ = catalog.PROTOCOLS["fedavg"].run(p, torch.device("cpu"))
