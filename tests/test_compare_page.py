@@ -177,7 +177,7 @@ def test_first_visit_shows_two_showcases_and_the_link_names_them():
     picked = at.multiselect(key="c_runs").value
     assert len(picked) == 2 and all(p.startswith("g") for p in picked)
     assert at.query_params["runs"] in (",".join(picked), [",".join(picked)])
-    assert len(at.dataframe) == 1 and at.button[0].label == "Play"
+    assert len(at.table) == 1 and at.button[0].label == "Play"
 
 
 def test_a_shared_link_opens_its_runs_and_unknown_ids_are_reported():
@@ -203,7 +203,7 @@ def test_runs_are_named_as_people_say_them():
     import json
     legend = [t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
     assert legend == ["g2 · DLG on FedSGD, Gaussian noise"]  # the run's id ties its curve to its column
-    assert list(at.dataframe[0].value["defense"]) == ["Gaussian noise"]
+    assert at.table[0].value.loc["defense"].tolist() == ["Gaussian noise"]
     options = at.multiselect(key="c_runs").options
     assert "Showcase 1 · DLG rebuilds a photo from one gradient" in options
     assert "Showcase 2 · The same gradient with Gaussian noise σ = 0.01: the photo never appears" in options
@@ -402,8 +402,10 @@ def test_each_runs_caption_says_where_the_private_data_is():
     pli = next(captions(at._tree))
     assert pli.endswith("top: private, below: rebuilt (green: passes the attack-accuracy test, red: fails) · "
                         "bottom: the TBI baseline"), pli
-    table = at.dataframe[0].value
-    assert "TBI accuracy" in table.columns and table["TBI accuracy"].notna().sum() == 1  # PLI's run only
+    table = at.table[0].value  # a column per run, in the pictures' order; a figure a run lacks reads '—'
+    assert list(table.columns) == ["g7", "g1"]
+    assert table.loc["TBI accuracy"].tolist() == ["30%", "—"] and table.loc["PSNR", "g1"] == "46.9 dB"
+    assert table.loc["label accuracy"].tolist() == ["—", "100%"] and "None" not in table.to_string()
 
 
 def _pictures(node):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -410,32 +411,27 @@ def _what(p: dict) -> str:
 
 
 def _table(runs) -> None:
-    rows = []
-    for ref, run in runs:
-        m, p = run.finished.metrics, run.scenario.get("params", {})
-        rows.append({"run": ref, "preset": run.scenario.get("preset"), "attack": catalog.headline(p),
-                     "defense": catalog.defense_name(p.get("defense", "none")), "PSNR dB": m.get("psnr"),
-                     "SSIM": m.get("ssim"), "LPIPS": m.get("lpips"), "label accuracy": m.get("label_accuracy"),
-                     "attack accuracy": m.get("attack_accuracy"), "TBI accuracy": m.get("baseline_attack_accuracy"),
-                     "privacy": m.get("privacy", "ε = ∞"),
-                     "iterations": run.finished.iterations, "seconds": run.finished.seconds})
-    keep = [k for k in rows[0] if any(r[k] is not None for r in rows)]
-    if len(rows) > 1 and len({r["preset"] for r in rows}) == 1:
-        keep.remove("preset")  # the same for every run: its width is what cut the time column off at 1280 px
-    st.dataframe([{k: r[k] for k in keep} for r in rows], hide_index=True, width="stretch",
-                 column_config=TABLE_FORMATS)
+    """The runs' figures, one column per run in the pictures' order. A row per run ran off a 1280-px projector's
+    edge once PLI's accuracies joined DLG's figures, with 'None' in every cell a run has no figure for; as columns,
+    four runs fit, a figure no run has is left out and one a run lacks reads '—'."""
+    columns = {ref: figures(run) for ref, run in runs}
+    names = [k for k in next(iter(columns.values())) if any(c[k] is not None for c in columns.values())]
+    if len(columns) > 1 and len({c["preset"] for c in columns.values()}) == 1:
+        names.remove("preset")  # the same for every run
+    st.table(pd.DataFrame({ref: [c[k] or "—" for k in names] for ref, c in columns.items()}, index=names))
 
 
-# figures as the page shows them elsewhere (46.9 dB, 100 %), not 46.921 and 1, in columns no wider than they
-# need: the whole table on a 1280-px projector (the time column was cut off there)
-TABLE_FORMATS = {
-    "run": st.column_config.TextColumn(width=48),
-    "PSNR dB": st.column_config.NumberColumn(format="%.1f", width=66),
-    "SSIM": st.column_config.NumberColumn(format="%.3f", width=60),
-    "LPIPS": st.column_config.NumberColumn(format="%.3f", width=60),
-    **{k: st.column_config.NumberColumn(format="percent", width=72, label=k.replace("accuracy", "acc."),
-                                        help=f"the run's {k}")
-       for k in ("label accuracy", "attack accuracy", "TBI accuracy")},
-    "iterations": st.column_config.NumberColumn(width=56, label="steps", help="the attack's iterations"),
-    "seconds": st.column_config.NumberColumn(format="%.1f", width=56, label="time s", help="the run's time"),
-}
+def figures(run: StoredRun) -> dict[str, str | None]:
+    """A finished run's figures as the page words them elsewhere (46.9 dB, 100%), None where it has none."""
+    m, p = run.finished.metrics, run.scenario.get("params", {})
+
+    def shown(v, form):
+        return None if v is None else form.format(v)
+    return {"preset": run.scenario.get("preset"), "attack": catalog.headline(p),
+            "defense": catalog.defense_name(p.get("defense", "none")),
+            "PSNR": shown(m.get("psnr"), "{:.1f} dB"), "SSIM": shown(m.get("ssim"), "{:.3f}"),
+            "LPIPS": shown(m.get("lpips"), "{:.3f}"), "label accuracy": shown(m.get("label_accuracy"), "{:.0%}"),
+            "attack accuracy": shown(m.get("attack_accuracy"), "{:.0%}"),
+            "TBI accuracy": shown(m.get("baseline_attack_accuracy"), "{:.0%}"),
+            "privacy": m.get("privacy", "ε = ∞"), "steps": shown(run.finished.iterations, "{}"),
+            "time": shown(run.finished.seconds, "{:.1f} s")}
