@@ -13,7 +13,7 @@ from . import settings
 from .errors import ParamError
 from .params import Component, Param
 from .settings import MODEL_HELP, MODELS, SOURCE_HELP, SOURCES, TORCHVISION_SETS
-from .words import plural
+from .words import plural, value_text
 
 
 class Implementation:
@@ -730,7 +730,7 @@ def setting_words(p: dict, name: str, value) -> str:
     label = param_label(p, name)
     if q is not None and "0 = off" in q.title and not value:
         return f"{label} off"
-    return f"{label} = {value:g}" if isinstance(value, float) else f"{label} = {value}"
+    return f"{label} = {value_text(value)}"  # three significant digits, as the strips and axes write it
 
 
 def components(protocol: str, attack: str, defense: str) -> tuple[Component, Component, Component]:

@@ -17,7 +17,7 @@ import sys
 import warnings
 from functools import lru_cache
 
-from .words import plural
+from .words import plural, three_digits
 
 DEFAULT_DELTA = 1e-5
 
@@ -106,9 +106,10 @@ def line(metrics: dict) -> str | None:
 
 
 def describe(g: dict) -> str:
-    """One short phrase for tables: 'ε = 3.2 (δ = 1e-05)', 'ε = ∞', or 'no formal guarantee'."""
+    """One short phrase for tables: 'ε = 3.2 (δ = 1e-5)', 'ε = 2.53e8 (…)', 'ε = ∞', or 'no formal guarantee'
+    ("3.52e+07 (δ = 1e-05)" ran over the Trade-offs table's edge)."""
     if g["epsilon"] is None:
         return "no formal guarantee"
     if math.isinf(g["epsilon"]):
         return "ε = ∞"
-    return f"ε = {g['epsilon']:.3g} (δ = {g['delta']:g})"
+    return f"ε = {three_digits(g['epsilon'])} (δ = {three_digits(g['delta'])})"

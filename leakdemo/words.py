@@ -24,5 +24,10 @@ def value_text(v) -> str:
     thousands in full (value_text(2000.0) = "2000", where "%.3g" writes "2e+03"); flags and words as they are."""
     if isinstance(v, float) and (v.is_integer() or abs(v) >= 1000) and abs(v) < 1e9:
         return f"{v:.0f}"
-    # "1e-6", not C's "1e-06"
-    return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{v:.3g}").replace("e+", "e") if isinstance(v, float) else str(v)
+    return three_digits(v) if isinstance(v, float) else str(v)
+
+
+def three_digits(v: float) -> str:
+    """A measured figure to three significant digits: "2.53e8" for an ε (not C's "2.53e+08", nor "253274256",
+    which claims nine), "1e-6", not "1e-06"."""
+    return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{v:.3g}").replace("e+", "e")

@@ -423,7 +423,7 @@ def test_a_defended_run_says_its_formal_privacy_under_its_figures():
         return [c.value for c in at.caption if "Formal privacy" in c.value]
 
     clipped = privacy_lines({"defense": "dp-gaussian", "dp_sigma": 1.0, "dp_clip": 4.0})
-    assert len(clipped) == 1 and "**Formal privacy:** ε = " in clipped[0] and "(δ = 1e-05) — (ε, δ)-DP for any one " \
+    assert len(clipped) == 1 and "**Formal privacy:** ε = " in clipped[0] and "(δ = 1e-5) — (ε, δ)-DP for any one " \
         "private image (Opacus RDP accountant)" in clipped[0], clipped
     assert privacy_lines({"defense": "dp-gaussian", "dp_sigma": 1.0}) == [
         ":material/lock: **Formal privacy:** no formal guarantee: without clipping (dp_clip = 0) one image can move "

@@ -373,6 +373,16 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert any(c.value.startswith("Left to right: noise σ (dp_sigma).") for c in at.caption)
     assert not any("is one figure" in c.value for c in at.caption)  # noise on the gradients does cost the federation
     assert not any(c.value.startswith("Numbers per unknown") for c in at.caption)  # noise leaves the count as it is
+    # the table names its points in the same words and says once what every point shares (its privacy column
+    # ran off a 1280-px screen's edge beside a runs, a failed and a without-defense column the same on every row)
+    table = at.dataframe[0].value
+    assert list(table["label"][:3]) == ["no defense", "noise σ = 0.0001, clip norm off", "noise σ = 0.0001, clip norm = 4"]
+    assert "noise σ = 0.000373, clip norm off" in list(table["label"])  # as the strip writes it, not 0.0003728
+    assert not {"runs", "failed", "clean_test_accuracy"} & set(table.columns)
+    assert table["privacy"][2] == "ε = 3.52e9 (δ = 1e-5)"  # not 3.52e+09 (δ = 1e-05)
+    assert table["privacy"][4] == "ε = 2.53e8 (δ = 1e-5)"  # not 253274256, nine digits for a three-digit figure
+    assert ("Medians over 3 runs a point, none failed; the federation's accuracy without the defense: 95.11%."
+            in [c.value for c in at.caption])
     # every built-in sweep ships: choosing another draws it at once too
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
     assert not at.exception and len(at.get("plotly_chart")) == 2

@@ -21,7 +21,7 @@ from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
-                        one_figure_line, plain, privacy_key, sweep_csv, utility_range)
+                        one_figure_line, plain, privacy_key, shown_table, sweep_csv, utility_range)
 from ..words import plural, value_text
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
@@ -783,10 +783,10 @@ TABLE_COLUMNS = {
 
 def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
     with st.expander("Table and downloads", expanded=False):
-        shown = ["label", "psnr", "ssim", "lpips", "recognisable", "attack_accuracy", "test_accuracy",
-                 "clean_test_accuracy", "training_loss", "client_accuracy", "privacy", "runs", "failed"]
-        table = [{k: plain(r).get(k) for k in shown if any(x.get(k) is not None for x in rows)} for r in rows]
+        table, shared = shown_table(rows, axes, job.sweep.base.params)
         st.dataframe(table, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
+        if shared:
+            st.caption(shared)
         c1, c2, c3 = st.columns(3)
         c1.download_button("sweep.csv", sweep_csv(rows, axes), file_name="sweep.csv", mime="text/csv",
                            icon=":material/download:")
