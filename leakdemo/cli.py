@@ -7,6 +7,7 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
 
 from . import catalog, privacy
 from .errors import LeakdemoError, ParamError
@@ -106,7 +107,7 @@ def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None,
     from .runner import Run
     run = Run(scenario, store=store, fresh=fresh, source="cli")
     tty = sys.stderr.isatty() and not quiet
-    started, stage = None, None
+    started, stage, said = None, None, Counter()
     try:
         for ev in run.events():
             if jsonl:
@@ -119,15 +120,22 @@ def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None,
             elif isinstance(ev, Progress):
                 if tty and not jsonl:
                     print(_bar(ev), end="", file=sys.stderr, flush=True)
-                for said in (ev.stage if ev.stage != stage else None, ev.note):
-                    if said and not jsonl and not quiet:
-                        print(f"\n{said}" if tty else said, file=sys.stderr)
+                # a note said again and again (L-BFGS diverging 21 times in 100 steps) is printed once and
+                # counted at the end; stages and other notes keep their place in the log
+                if ev.note:
+                    said[ev.note] += 1
+                for line in (ev.stage if ev.stage != stage else None, ev.note if said[ev.note] == 1 else None):
+                    if line and not jsonl and not quiet:
+                        print(f"\n{line}" if tty else line, file=sys.stderr)
                 stage = ev.stage
             elif isinstance(ev, Failed):
                 raise LeakdemoError(ev.message)
             elif isinstance(ev, Finished):
                 if tty and not jsonl and not run.from_store:
                     print(file=sys.stderr)
+                for line, n in said.items():
+                    if n > 1 and not jsonl and not quiet:
+                        print(f"({line}: {n} times in all)", file=sys.stderr)
                 if run.from_store and not jsonl and not quiet:
                     print(f"from the run store (run {run.stored_id}, recorded before by this code version; "
                           "--fresh runs it again)", file=sys.stderr)

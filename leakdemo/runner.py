@@ -226,7 +226,7 @@ class Run:
         self.keyframes.offer((last.iteration, images), force=True)
         label_acc = None
         if last.labels is not None:
-            label_acc = metrics.label_accuracy(_host_labels(last.labels), truth.labels.tolist())
+            label_acc = metrics.label_accuracy(_host_labels(last.labels), _truth_for(last, truth.labels).tolist())
         result = {
             "psnr": round(final["psnr"], 3), "ssim": round(final["ssim"], 4), "lpips": final.get("lpips"),
             "label_accuracy": label_acc, "psnr_per_image": [round(v, 3) for v in final["psnr_per_image"]],
@@ -300,11 +300,12 @@ def _baseline(step) -> np.ndarray | None:
     return None if b is None else to_hwc(b)
 
 
-def _truth_for(step, truth_images: torch.Tensor) -> torch.Tensor:
-    """The private images a step's estimate stands for (an attack on one VFL batch covers only that batch)."""
+def _truth_for(step, truth: torch.Tensor) -> torch.Tensor:
+    """The private images (or labels) a step's estimate stands for: an attack on one VFL batch covers only that
+    batch (DLG on vertical FL scored its one recovered label against all 100 samples' labels: 0.01)."""
     if step.sample_ids is None:
-        return truth_images
-    return truth_images[torch.as_tensor(step.sample_ids, dtype=torch.long)]
+        return truth
+    return truth[torch.as_tensor(step.sample_ids, dtype=torch.long, device=truth.device)]
 
 
 def _eta(step, steady: tuple[int, float] | None, now: float) -> float | None:

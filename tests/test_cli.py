@@ -105,6 +105,19 @@ def test_a_subcommand_usage_error_points_to_that_subcommand_s_help():
     assert r.returncode == 2 and r.stderr.strip().endswith("(see `python -m leakdemo sweep --help`)"), r.stderr
 
 
+def test_a_note_said_again_and_again_is_printed_once_and_counted():
+    """DLG on vertical FL: L-BFGS diverges, and is sent back to its best estimate, 4 times in 30 steps (21 in
+    100) — each once a line of its own, burying the run's other output."""
+    r = cli("run", "dlg", "--set", "protocol=vfl", "--set", "iterations=30")
+    assert r.returncode == 0, r.stderr
+    note = "diverged — back to the best estimate so far"
+    lines = r.stderr.splitlines()
+    assert lines.count(note) == 1, r.stderr
+    counted = [line for line in lines if line.startswith(f"({note}: ")]
+    assert len(counted) == 1 and counted[0].endswith(" times in all)"), r.stderr
+    assert "label accuracy 1.00" in r.stdout  # its one batch's label, not 1 of 100 samples' (0.01)
+
+
 def test_a_progress_gif_of_one_frame_is_written():
     """A run stopped at its first frame keeps one keyframe; Pillow refused a list of one duration."""
     import io
