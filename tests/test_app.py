@@ -434,6 +434,19 @@ def test_a_defended_run_says_its_formal_privacy_under_its_figures():
     assert privacy_lines({}) == []
 
 
+def test_dlg_on_one_vertical_fl_batch_says_how_it_is_scored():
+    """DLG on vertical FL attacks one batch; of two samples its images are paired before scoring, of one there
+    is nothing to pair (the page said "it cannot tell the 1 samples apart")."""
+    def captions(over):
+        at = AppTest.from_function(_finished_page, args=({"protocol": "vfl", **over},), default_timeout=120).run()
+        assert not at.exception, at.exception
+        return " ".join(c.value for c in at.caption)
+
+    one = captions({})
+    assert "here of one sample: it is scored on that sample alone" in one and "the 1 samples" not in one
+    assert "cannot tell the 2 samples apart, so its images are paired" in captions({"batch_size": 2})
+
+
 def test_the_attack_s_stage_shows_while_it_runs_and_not_after():
     """A finished PLI run still said "round 1 of 5: training the inversion network … · round 5 of 5: new logits
     arrived" under its result: the stage now rides in the progress bar while the attack runs; notes stay."""

@@ -41,7 +41,9 @@ def dataset_panel(run: int, started, originals: np.ndarray, images, per: list, i
         good, fair = sum(v >= 30 for v in per), sum(20 <= v < 30 for v in per)
         right.caption(f"Frame = that sample's PSNR: :green[green ≥ 30 dB] ({good}), :orange[amber 20–30 dB] "
                       f"({fair}), :red[red < 20 dB] ({n - good - fair}) of {n}.")
-    if ids is not None:
+    if ids is not None and n == 1:  # nothing to pair ("it cannot tell the 1 samples apart" said nothing)
+        st.caption("DLG sees the gradient of one batch, here of one sample: it is scored on that sample alone.")
+    elif ids is not None:
         st.caption(f"DLG sees one aggregated batch gradient: it cannot tell the {n} samples apart, so its "
                    "images are paired with that batch's originals by the Hungarian algorithm before scoring.")
     elif clients > 1 and scenario.get("secure_aggregation"):
