@@ -302,7 +302,7 @@ def _baseline(step) -> np.ndarray | None:
 
 def _truth_for(step, truth: torch.Tensor) -> torch.Tensor:
     """The private images (or labels) a step's estimate stands for: an attack on one VFL batch covers only that
-    batch (DLG on vertical FL scored its one recovered label against all 100 samples' labels: 0.01)."""
+    batch (DLG on vertical FL scored its one recovered label against all 200 samples' labels: 1/200)."""
     if step.sample_ids is None:
         return truth
     return truth[torch.as_tensor(step.sample_ids, dtype=torch.long, device=truth.device)]

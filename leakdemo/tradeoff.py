@@ -74,9 +74,8 @@ def shown_table(rows: list[dict], axes: list[str], base: dict | None = None) -> 
     said = []
     if rows and len({r.get("runs") for r in rows}) == 1 and len({r.get("failed") for r in rows}) == 1:
         runs, failed = rows[0].get("runs"), rows[0].get("failed")
-        said.append((f"medians over {runs} runs a point" if runs != 1 else "one run a point") +
-                    (", none failed" if not failed else
-                     f", {failed} failed at each"))
+        said.append((f"medians over {runs} runs a point" if runs != 1 else "one run a point")
+                    + (", none failed" if not failed else f", {failed} failed at each"))
         keep = [k for k in keep if k not in ("runs", "failed")]
     clean = {r.get("clean_test_accuracy") for r in rows}
     if "clean_test_accuracy" in keep and len(clean) == 1:
