@@ -168,9 +168,10 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
             shown = own_labels[e].tolist()  # read once: the steps below never wait for the device
             if len(by_epoch[e]) > 1:  # the epoch's rounds vmapped into one program (measured faster: below)
                 prob.stacked(by_epoch[e], gammas, xe)
-                def value_and_grad(v, e=e):
+                def value_and_grad(v, e=e):  # of v detached: x requires grad, and the outer autograd would
+                    # record every step's graph too (torch warned at each step's float(loss))
                     g_v, value = grad_and_value(lambda u: prob.loss(u, own_labels[e], members, gammas, by_epoch[e],
-                                                                    functional=True))(v)
+                                                                    functional=True))(v.detach())
                     return value, g_v
                 losses = signed_adam_trials(value_and_grad, xe, pre, p["lr"])
             else:
