@@ -78,7 +78,9 @@ class Param:
                 raise ParamError(self.name, "must be at most 2000 characters")
         if self.kind in ("int", "float"):
             if (self.low is not None and v < self.low) or (self.high is not None and v > self.high):
-                raise ParamError(self.name, f"must be {self.allowed()}, got {number_text(v)}")
+                # what the user wrote, not its value: '1e99' read back as a hundred-digit integer
+                shown = value.strip() if isinstance(value, str) else number_text(v)
+                raise ParamError(self.name, f"must be {self.allowed()}, got {shown}")
         return v
 
     def describe(self) -> dict:

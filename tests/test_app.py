@@ -447,6 +447,26 @@ def test_dlg_on_one_vertical_fl_batch_says_how_it_is_scored():
     assert "cannot tell the 2 samples apart, so its images are paired" in captions({"batch_size": 2})
 
 
+def _logit_figures(clean):
+    from types import SimpleNamespace
+
+    from leakdemo.dashboard.views.logits import logit_metrics
+    utility = {"defended": [0.7, 0.7], **({"clean": [0.6, 0.6]} if clean else {})}
+    logit_metrics(SimpleNamespace(seconds=2.1, metrics={"attack_accuracy": 0.6, "baseline_attack_accuracy": 0.2,
+                                                        "ssim_to_mean": 0.56, "utility": utility}), "pli")
+
+
+def test_a_defended_federation_s_utility_says_its_change_in_points():
+    """'+10.0% vs no defense' ran out of its column ("vs no defe…") and read as a relative change: 60 % to 70 %
+    is now '+10.0 pts', and the help says from what."""
+    at = AppTest.from_function(_logit_figures, args=(True,), default_timeout=60).run()
+    utility = next(m for m in at.metric if m.label == "Utility")
+    assert not at.exception and utility.value == "70.0%" and utility.proto.delta == "+10.0 pts", utility.proto
+    assert "percentage points from the same federation without the defense" in utility.proto.help
+    alone = next(m for m in AppTest.from_function(_logit_figures, args=(False,)).run().metric if m.label == "Utility")
+    assert not alone.proto.delta and "percentage points" not in alone.proto.help
+
+
 def test_the_attack_s_stage_shows_while_it_runs_and_not_after():
     """A finished PLI run still said "round 1 of 5: training the inversion network … · round 5 of 5: new logits
     arrived" under its result: the stage now rides in the progress bar while the attack runs; notes stay."""

@@ -23,6 +23,9 @@ def test_ints_reject_fractions_and_bools():
     for bad in ("7.5", 7.5, True, "0", "101", "1e999", "nan", "0x10", "", "1e3"):
         with pytest.raises(ParamError, match="^iterations: must be an integer in"):
             p.coerce(bad)
+    # out of range, it says what was written, not a hundred-digit integer
+    with pytest.raises(ParamError, match=r"^iterations: must be an integer in \[1, 100\], got 1e99$"):
+        p.coerce("1e99")
 
 
 def test_choices_and_bools():
