@@ -530,6 +530,10 @@ def test_a_log_axis_labels_what_fits_its_span():
     assert log_axis([0.1, 0.045])["ticktext"] == ["0.05", "0.1"]
     assert log_axis([2e-6, 7e-6])["ticktext"] == ["2·10⁻⁶", "5·10⁻⁶"]  # far from 1: m·10ⁿ
     assert log_axis([0.06, 0.09])["ticktext"] == ["0.06", "0.07", "0.08", "0.09"]  # no 1, 2 or 5 inside: each digit
+    # DLM+ under noise stalling between 1.84 and 2.00: no digit inside, and the chart had no label at all
+    assert log_axis([1.98, 1.8435, 1.9977])["ticktext"] == ["1.85", "1.9", "1.95"]
+    assert log_axis([123.4, 125.0])["ticktext"] == ["123.5", "124", "124.5", "125"]
+    assert log_axis([2.0, 2.0])["ticktext"] == ["2"]  # a flat loss still says where it is
     assert log_axis([1.0, 2e-3])["dtick"] == 1 and log_axis([100.0, 1e-7, None, float("nan")])["dtick"] == 2
     assert log_axis([1e4, 1e-20])["dtick"] == 4  # 24 decades: six labels
     assert "dtick" not in log_axis([None, 0.0]) and log_axis([])["type"] == "log"

@@ -18,13 +18,23 @@ def tick_label(v: float) -> str:
 
 
 def _short_span_ticks(lo: float, hi: float) -> list[float]:
-    """1, 2 and 5 of each decade within [lo, hi]; every digit if that leaves fewer than two."""
+    """1, 2 and 5 of each decade within [lo, hi]; every digit if that leaves fewer than two; within less than
+    one digit's step (a loss between 1.84 and 2.00, whose chart had no label at all) evenly spaced round
+    values, 1.85 1.9 1.95."""
     for digits in ((1, 2, 5), range(1, 10)):
         ticks = [m * 10 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
                  for m in digits]
         ticks = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
         if len(ticks) >= 2:
             return ticks
+    if hi <= lo * (1 + 1e-9):
+        return [lo]
+    for step in sorted((m * 10.0 ** e for e in range(math.floor(math.log10(hi - lo)) - 2,
+                                                    math.floor(math.log10(hi - lo)) + 1) for m in (1, 2, 5)),
+                       reverse=True):
+        ticks = [k * step for k in range(math.ceil(lo / step - 1e-9), math.floor(hi / step + 1e-9) + 1)]
+        if len(ticks) >= 3:
+            return [float(f"{t:.12g}") for t in ticks]
     return []
 
 
