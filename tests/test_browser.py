@@ -46,8 +46,8 @@ def browser():
         b.close()
 
 
-def open_lab(browser, url, query):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+def open_lab(browser, url, query, size=(1600, 1000)):
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
     page.errors = []
     watch_errors(page, page.errors, query)
     page.goto(f"{url}/?{query}")
@@ -176,9 +176,20 @@ def test_bad_link_values_are_ignored_with_a_message(server, browser):
     page.close()
 
 
+# each figure's text at its own font, unclipped, beside the box it is drawn in
+METRIC_FITS = """() => [...document.querySelectorAll('[data-testid="stMetricValue"]')].map(e => {
+  const s = document.createElement('span'); s.style.font = getComputedStyle(e).font;
+  s.style.position = 'absolute'; s.style.whiteSpace = 'nowrap'; s.textContent = e.innerText;
+  document.body.appendChild(s); const w = s.offsetWidth; s.remove(); return [e.innerText, w, e.clientWidth]; })"""
+TITLES_FIT = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => {
+  const t = c.querySelector('.gtitle'), svg = c.querySelector('.main-svg');
+  return t ? [t.textContent, t.getBoundingClientRect().right, svg.getBoundingClientRect().right] : null; })"""
+
+
 def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, browser):
+    """On a 1024-px laptop, where the PSNR read "17.9 …" and the utility chart's title ran off its edge."""
     query = "preset=cafe&n_samples=24&batch_size=6&image_size=8&fc_width=16&iterations=300"
-    page = open_lab(browser, server, query)
+    page = open_lab(browser, server, query, size=(1024, 768))
     run_until_finished(page, "Original — all 24 training samples")
     body = page.inner_text("body")
     frames = re.search(r"green ≥ 30 dB \((\d+)\)", body)
@@ -187,6 +198,10 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     page.get_by_text("Steps I–II: relative error vs the truth").first.wait_for(timeout=30_000)
     page.get_by_text("Utility: training loss").first.wait_for(timeout=30_000)
     assert float(metric_value(page, "PSNR").split()[0]) >= 25
+    figures = page.evaluate(METRIC_FITS)
+    assert len(figures) == 5 and all(w <= box for _, w, box in figures), figures
+    titles = [t for t in page.evaluate(TITLES_FIT) if t]
+    assert len(titles) == 4 and all(right <= edge + 1 for _, right, edge in titles), titles
     assert_no_traceback(page)
 
 

@@ -34,6 +34,8 @@ POLL_SECONDS = 0.5  # a running run's frames
 QUEUED_POLL_SECONDS = 2.0  # a queued run's place in the line
 CHART_SECONDS = 1.5  # the curves' refresh while a run lives
 
+# Five figures share the main area: on a 1024-px laptop each has 100 px, and "17.9 dB" at 2.1rem needs 104
+# ("17.9 …"); below ~1100 px the figures shrink with the window (a column is about (100vw − 520 px) / 5).
 CSS = f"""
 <style>
 .block-container {{padding-top: 2.2rem;}}
@@ -41,7 +43,7 @@ h1 {{font-size: 2.3rem !important;}}
 .ld-orig {{color: {ORIGINAL_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-base {{color: #555; font-weight: 700; font-size: 1.15rem;}}
-[data-testid="stMetricValue"] {{font-size: 2.1rem;}}
+[data-testid="stMetricValue"] {{font-size: clamp(1.4rem, calc((100vw - 520px) * 0.06), 2.1rem);}}
 {IMAGE_CSS}
 {images_view.ROW_CSS}
 </style>
@@ -443,7 +445,7 @@ def run_view(handle) -> None:
         cols = st.columns(5)
         cols[0].metric("PSNR", f"{m['psnr']:.1f} dB", help="peak 1, images in [0, 1], averaged per image")
         cols[1].metric("SSIM", f"{m['ssim']:.3f}")
-        cols[2].metric("LPIPS", "unavailable" if m["lpips"] is None else small_figure(m["lpips"]),
+        cols[2].metric("LPIPS", "n/a" if m["lpips"] is None else small_figure(m["lpips"]),
                        help=m.get("lpips_note") or LPIPS_HELP)
         cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
         cols[4].metric("Time", f"{fin.seconds:.1f} s")

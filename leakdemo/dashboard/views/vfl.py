@@ -87,7 +87,8 @@ def utility_chart(u: dict):
     if "clean" in u:
         fig.add_trace(go.Scatter(y=u["clean"], name="no defense", line=dict(color="#555", width=2, dash="dot")))
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10),
-                      title=f"Utility: training loss ({u['steps']} SGD steps, lr {u['lr']:g})", xaxis_title="step",
+                      # the steps and rate under the axis: in the title they ran off a 1024-px laptop's chart
+                      title="Utility: training loss", xaxis_title=f"SGD step (of {u['steps']}, lr {u['lr']:g})",
                       yaxis=dict(rangemode="tozero"), legend=dict(orientation="h", y=-0.25), font=dict(size=14))
     attacked = u.get("while_attacked")
     if attacked:  # the model kept training during the attack: its own loss, on the attack's iterations (top axis)
