@@ -406,6 +406,8 @@ def test_each_runs_caption_says_where_the_private_data_is():
     assert list(table.columns) == ["g7", "g1"]
     assert table.loc["TBI accuracy"].tolist() == ["30%", "—"] and table.loc["PSNR", "g1"] == "46.9 dB"
     assert table.loc["label accuracy"].tolist() == ["—", "100%"] and "None" not in table.to_string()
+    # DLG's near-perfect LPIPS as the Lab words it, not "0.000", as if identical or broken
+    assert table.loc["LPIPS"].tolist() == ["0.118", "< 0.001"]
 
 
 def _pictures(node):

@@ -19,7 +19,7 @@ from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
-from ..words import plural
+from ..words import plural, small_figure
 from .shared import run_pool
 
 MAX_RUNS = 4
@@ -430,7 +430,9 @@ def figures(run: StoredRun) -> dict[str, str | None]:
     return {"preset": run.scenario.get("preset"), "attack": catalog.headline(p),
             "defense": catalog.defense_name(p.get("defense", "none")),
             "PSNR": shown(m.get("psnr"), "{:.1f} dB"), "SSIM": shown(m.get("ssim"), "{:.3f}"),
-            "LPIPS": shown(m.get("lpips"), "{:.3f}"), "label accuracy": shown(m.get("label_accuracy"), "{:.0%}"),
+            # LPIPS as the Lab words it: "< 0.001", not "0.000"
+            "LPIPS": None if m.get("lpips") is None else small_figure(m["lpips"]),
+            "label accuracy": shown(m.get("label_accuracy"), "{:.0%}"),
             "attack accuracy": shown(m.get("attack_accuracy"), "{:.0%}"),
             "TBI accuracy": shown(m.get("baseline_attack_accuracy"), "{:.0%}"),
             "privacy": m.get("privacy", "ε = ∞"), "steps": shown(run.finished.iterations, "{}"),

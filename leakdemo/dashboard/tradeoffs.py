@@ -22,7 +22,7 @@ from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
                         one_figure_line, plain, privacy_key, shown_table, sweep_csv, utility_range)
-from ..words import plural, value_text
+from ..words import plural, small_figure, value_text
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
 from .state import to_query
@@ -771,7 +771,8 @@ TABLE_COLUMNS = {
     "label": st.column_config.TextColumn("point"),
     "psnr": st.column_config.NumberColumn("PSNR dB", format="%.1f", help="median over the point's runs"),
     "ssim": st.column_config.NumberColumn("SSIM", format="%.3f", help="median over the point's runs"),
-    "lpips": st.column_config.NumberColumn("LPIPS", format="%.3f", help="median over the point's runs (lower: closer)"),
+    # as the Lab and Compare word it ("< 0.001"): the undefended DLG point read "0.000", as if identical or broken
+    "lpips": st.column_config.TextColumn("LPIPS", help="median over the point's runs (lower: closer)"),
     "recognisable": _share("recognisable", "share of the point's runs at 20 dB or more"),
     "attack_accuracy": _share("attack acc.", "median attack accuracy over the point's runs"),
     "test_accuracy": _share("federation acc.", "the federation's accuracy on held-out data, with this defense"),
@@ -784,6 +785,9 @@ TABLE_COLUMNS = {
 def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
     with st.expander("Table and downloads", expanded=False):
         table, shared = shown_table(rows, axes, job.sweep.base.params)
+        for row in table:
+            if row.get("lpips") is not None:
+                row["lpips"] = small_figure(row["lpips"])
         st.dataframe(table, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
         if shared:
             st.caption(shared)
