@@ -191,3 +191,15 @@ def test_every_combination_validates():
         resolve(load_preset("pli").params, {"protocol": scheme, "attack": attack, "defense": defense})
     assert np.isfinite(metrics.attack_accuracy(torch.zeros(1, 1, 8, 8), torch.ones(1, 1, 8, 8),
                                                [torch.zeros(1, 8, 8)])["ssim_to_mean"])
+
+
+def test_pli_on_ds_fl_says_before_the_run_where_it_falls_short_and_what_comes_closest():
+    """A class switching `pli` to DS-FL saw PLI tie TBI (0.20 / 0.20) with nothing to say why; the README's
+    measured reason and the closest setting are now said beside the threat card and by the CLI."""
+    from leakdemo.scenario import from_preset
+    said = [w for w in from_preset("pli", {"protocol": "ds-fl"}).warnings if w.startswith("PLI on DS-FL")]
+    assert len(said) == 1 and "num_classes=100, target_classes=20" in said[0] and "73.5 %" in said[0]
+    for over in ({"protocol": "ds-fl", "num_classes": 100, "target_classes": 20}, {}, {"protocol": "fedgems"},
+                 {"protocol": "ds-fl", "attack": "tbi"}):
+        assert not from_preset("pli", over).warnings, over
+    assert not from_preset("pli-digits", {"protocol": "ds-fl"}).warnings  # digits: not the faces' limit
