@@ -6,7 +6,7 @@ import streamlit as st
 ICON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "icon.png")  # local: never fetched
 
 st.set_page_config(page_title="leakdemo — Attack Lab", page_icon=ICON, layout="wide",
-                   initial_sidebar_state="expanded")
+                   initial_sidebar_state="auto")  # expanded on a laptop, folded on a phone
 
 from leakdemo.dashboard.lab import main as attack_lab  # noqa: E402  (after set_page_config)
 

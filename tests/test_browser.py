@@ -205,6 +205,23 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     assert_no_traceback(page)
 
 
+def test_a_phone_shows_the_lab_folded_and_the_original_beside_its_reconstruction(server, browser):
+    """A student opening the link on a phone met the sidebar over the page, and under it both titles first,
+    then the original under "Reconstruction (what the server rebuilt)" and the reconstruction below it."""
+    page = open_lab(browser, server, "preset=dlg&image_size=16&iterations=5", size=(420, 800))
+    sidebar = page.locator('[data-testid="stSidebar"]').bounding_box()
+    assert sidebar is None or sidebar["x"] + sidebar["width"] <= 0, sidebar  # folded away, its « to open it
+    run_until_finished(page, "Reconstruction (what the server rebuilt)")
+    pictures = page.locator('[data-testid="stMain"] [data-testid="stImage"] img')  # not the sidebar's gallery
+    expect(pictures).to_have_count(2, timeout=30_000)
+    left, right = (pictures.nth(i).bounding_box() for i in range(2))
+    assert abs(left["y"] - right["y"]) < 2 and left["x"] + left["width"] <= right["x"], (left, right)
+    title = page.get_by_text("Original (private, never sent)").bounding_box()
+    assert title["y"] + title["height"] <= left["y"], (title, left)
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_pli_shows_each_private_class_beside_pli_and_tbi(server, browser):
     query = "preset=pli-digits&rounds=2&inversion_epochs=10&seed=3"
     page = open_lab(browser, server, query)

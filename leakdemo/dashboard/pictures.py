@@ -72,8 +72,9 @@ def show(where, key: tuple, make, zoom: float | None, caption: str | None = None
 def titled_columns(original: str, reconstruction: str, where=st):
     """Two columns under their titles, the titles in a row of their own: a title that wraps to more lines
     than its neighbour's no longer starts its picture lower (CAFE's "Original — all 200 training samples …"
-    did, by a line, on a 1280-px screen)."""
-    heads = where.columns(2, gap="large")
+    did, by a line, on a 1280-px screen). Side by side on a phone too: stacked, both titles came first and both
+    pictures after them, the original under the reconstruction's title."""
+    heads = where.columns(2, gap="large", wrap=False)
     heads[0].markdown(f'<span class="ld-orig">{original}</span>', unsafe_allow_html=True)
     heads[1].markdown(f'<span class="ld-recon">{reconstruction}</span>', unsafe_allow_html=True)
-    return where.columns(2, gap="large")
+    return where.columns(2, gap="large", wrap=False)
