@@ -219,6 +219,13 @@ def test_a_phone_shows_the_lab_folded_and_the_original_beside_its_reconstruction
     title = page.get_by_text("Original (private, never sent)").bounding_box()
     assert title["y"] + title["height"] <= left["y"], (title, left)
     assert_no_traceback(page)
+    page.goto(f"{server}/Compare?runs=g1,g2")  # two recorded runs side by side there too, each under its title
+    pictures = page.locator('[data-testid="stMain"] [data-testid="stImage"] img')
+    expect(pictures).to_have_count(2, timeout=60_000)
+    page.wait_for_timeout(1500)
+    first, second = (pictures.nth(i).bounding_box() for i in range(2))
+    assert abs(first["y"] - second["y"]) < 2 and first["x"] + first["width"] <= second["x"], (first, second)
+    assert page.get_by_text("Gaussian noise (noise σ").bounding_box()["y"] < first["y"]
     page.close()
 
 

@@ -328,8 +328,9 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         st.session_state["c_seek"] = pos
         c3.slider("Position in the run", 0.0, 1.0, key="c_seek", step=0.01, format="%.2f",
                   label_visibility="collapsed", on_change=_seek)
-    # the titles in a row of their own: a title that wraps to two lines no longer pushes its pictures below the others'
-    heads, cols = st.columns(len(runs)), st.columns(len(runs))
+    # the titles in a row of their own: a title that wraps to two lines no longer pushes its pictures below the others';
+    # side by side on a phone too (stacked, every title came before every picture)
+    heads, cols = st.columns(len(runs), wrap=False), st.columns(len(runs), wrap=False)
     apart = told_apart([(run.scenario.get("params", {}), run.scenario.get("preset")) for _, run in runs])
     for head, col, (ref, run), settings in zip(heads, cols, runs, apart):
         it, images = frame_at(run, pos)

@@ -706,7 +706,7 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
     if row is None or row.get("thumbnail") is None:
         return
     st.subheader(f"{row['label']}: what the attack rebuilt (first run)")
-    cols = st.columns(2 * len(row["thumbnail"]))
+    cols = st.columns(2 * len(row["thumbnail"]), wrap=False)  # each original beside its reconstruction, on a phone too
     for i, (o, rec) in enumerate(zip(row["originals"], row["thumbnail"])):
         cols[2 * i].image(_picture(o), caption="original", clamp=True)
         cols[2 * i + 1].image(_picture(rec), caption="reconstruction", clamp=True)
@@ -742,7 +742,9 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
             st.caption(name)
         per_row = strip_row_length(len(items))
         for start in range(0, len(items), per_row):
-            cols = st.columns(max(per_row, 8))  # a short strip keeps its pictures at an eighth of the width
+            # a short strip keeps its pictures at an eighth of the width; a strip on a phone too (stacked, each
+            # picture took the screen's width: twenty screens to scroll)
+            cols = st.columns(max(per_row, 8), wrap=False)
             for col, (caption, img) in zip(cols, items[start:start + per_row]):
                 url, _ = png_once(("strip", caption, img.shape, float(np.asarray(img).sum())), lambda i=img: _small(i),
                                   memo_name="strip_memo", limit=80)
