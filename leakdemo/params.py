@@ -79,7 +79,7 @@ class Param:
         if self.kind in ("int", "float"):
             if (self.low is not None and v < self.low) or (self.high is not None and v > self.high):
                 # what the user wrote, not its value: '1e99' read back as a hundred-digit integer
-                shown = value.strip() if isinstance(value, str) else number_text(v)
+                shown = value.strip() if isinstance(value, str) else number_text(value)
                 raise ParamError(self.name, f"must be {self.allowed()}, got {shown}")
         return v
 

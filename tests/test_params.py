@@ -26,6 +26,8 @@ def test_ints_reject_fractions_and_bools():
     # out of range, it says what was written, not a hundred-digit integer
     with pytest.raises(ParamError, match=r"^iterations: must be an integer in \[1, 100\], got 1e99$"):
         p.coerce("1e99")
+    with pytest.raises(ParamError, match=r"^iterations: must be an integer in \[1, 100\], got 1e\+99$"):
+        p.coerce(1e99)  # a JSON number in a scenario file
 
 
 def test_choices_and_bools():
