@@ -156,24 +156,25 @@ def _summary(ev: Finished) -> str:
     lp = small_figure(m["lpips"]) if m["lpips"] is not None else "n/a"
     la = f"{m['label_accuracy']:.2f}" if m["label_accuracy"] is not None else "n/a"
     word = "Finished" if ev.status == "finished" else "Stopped"
-    return (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {la}, "
-            f"{ev.iterations} iterations in {ev.seconds:.1f} s"
+    if "attack_accuracy" in m:  # logit sharing: judged by its attack accuracy; it recovers no labels
+        head = (f"{word}: attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{len(m['success'])} "
+                f"target classes), {ev.iterations} iterations in {ev.seconds:.1f} s\n  against each target class's "
+                f"mean private image: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}")
+    else:
+        head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {la}, "
+                f"{ev.iterations} iterations in {ev.seconds:.1f} s")
+    return (head
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
             + "".join(f"\n  {line}" for line in _vfl_lines(m) + _logit_lines(m))
             + (f"\n  privacy: {privacy.line(m)}" if m.get("privacy") else ""))
 
 
 def _logit_lines(m: dict) -> list[str]:
-    """Logit sharing extras: the PLI paper's attack accuracy (and TBI's beside it), and client accuracy."""
+    """Logit sharing extras: TBI's attack accuracy beside PLI's, and the clients' accuracy."""
     lines = []
-    if "attack_accuracy" in m:
-        text = (f"attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{len(m['success'])} target "
-                f"classes), SSIM to the class mean {m['ssim_to_mean']:.3f}; PSNR/SSIM above are against each "
-                "target class's mean private image")
-        if "baseline_attack_accuracy" in m:
-            text += (f"\n  TBI baseline alongside: attack accuracy {m['baseline_attack_accuracy']:.2f}, SSIM to "
-                     f"the class mean {m['baseline_ssim_to_mean']:.3f}")
-        lines.append(text)
+    if "baseline_attack_accuracy" in m:
+        lines.append(f"TBI baseline alongside: attack accuracy {m['baseline_attack_accuracy']:.2f}, SSIM to the "
+                     f"class mean {m['baseline_ssim_to_mean']:.3f}")
     u = m.get("utility")
     if u and "steps" not in u:
         def mean(v):
@@ -411,13 +412,14 @@ def cmd_runs(args) -> int:
         print(f"{plural(len(rows), 'run')} in {store.path}" + ("" if len(rows) < args.limit else f" (newest {args.limit})"))
         if rows:
             print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'attack':<10} {'defense':<15} "
-                  f"{'status':<9} {'PSNR':>6} {'seconds':>8}  changed from the preset")
+                  f"{'status':<9} {'result':>8} {'seconds':>8}  changed from the preset")
         for r in rows:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
-            psnr = "-" if r["psnr"] is None else f"{r['psnr']:.1f}"
+            psnr = ("-" if r["psnr"] is None else f"{r['psnr']:.1f} dB") if r["attack_accuracy"] is None \
+                else f"acc {r['attack_accuracy']:.2f}"  # PLI/TBI are judged by attack accuracy, not PSNR
             changed = " ".join(f"{k}={value_text(v)}" for k, v in r["changes"].items())
             print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} {r['attack']:<10} "
-                  f"{r['defense']:<15} {r['status']:<9} {psnr:>6} {r['seconds']:>8.1f}  {changed}".rstrip())
+                  f"{r['defense']:<15} {r['status']:<9} {psnr:>8} {r['seconds']:>8.1f}  {changed}".rstrip())
         return 0
     if not rest:
         raise LeakdemoError(f"runs {action}: give the run's id (`python -m leakdemo runs list` shows them)")

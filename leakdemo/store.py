@@ -318,17 +318,22 @@ class RunStore:
         from .scenario import changed_settings
         with _closing(self._db()) as conn:
             rows = conn.execute("SELECT id, created, source, preset, protocol, attack, defense, status, psnr, ssim, "
-                                "lpips, seconds, iterations, code_version, scenario FROM runs ORDER BY id DESC LIMIT ?",
+                                "lpips, seconds, iterations, code_version, scenario, finished FROM runs ORDER BY id DESC "
+                                "LIMIT ?",
                                 (int(limit),)).fetchall()
         keys = ("id", "created", "source", "preset", "protocol", "attack", "defense", "status", "psnr", "ssim",
                 "lpips", "seconds", "iterations", "code_version")
         out = []
         for r in rows:
             try:
-                params = json.loads(r[-1]).get("params", {})
+                params = json.loads(r[-2]).get("params", {})
             except (ValueError, AttributeError):
                 params = {}
-            out.append({**dict(zip(keys, r)), "changes": changed_settings(params, r[3])})
+            try:  # a logit-sharing run is judged by its attack accuracy (PLI/TBI), not by PSNR
+                accuracy = json.loads(r[-1])["metrics"].get("attack_accuracy")
+            except (ValueError, KeyError, TypeError, AttributeError):
+                accuracy = None
+            out.append({**dict(zip(keys, r)), "attack_accuracy": accuracy, "changes": changed_settings(params, r[3])})
         return out
 
     def delete(self, run_id: int) -> bool:

@@ -129,7 +129,7 @@ def test_each_scheme_trains_and_the_server_sees_only_logits(scheme):
     assert min(acc) > 0.3  # the federation learns its private classes (chance is 0.1)
 
 
-def test_pli_recovers_private_classes_and_beats_tbi():
+def test_pli_recovers_private_classes_and_beats_tbi(tmp_path):
     events = finished("pli-digits", **TINY, seed=3)
     m = events[-1].metrics
     assert m["attack_accuracy"] >= 2 / 3
@@ -157,6 +157,18 @@ def test_pli_recovers_private_classes_and_beats_tbi():
     block = picture.shape[0] // 3  # class means, PLI, TBI: equal blocks
     corners = [tuple(int(c) for c in picture[block + GAP, GAP + j * (side + GAP)]) for j in range(min(n, 10))]
     assert corners == [tuple(round(255 * c) for c in VERDICT_COLORS[bool(ok)]) for ok in m["success"][:10]]
+    # the CLI's summary and the run store lead with the figure PLI is judged by, its attack accuracy: the summary
+    # began "Finished: PSNR 14.68 dB, …, label accuracy n/a" (PLI recovers no labels) and `runs list` and
+    # Compare's picker gave only that PSNR, which is against each class's mean private image
+    from leakdemo.cli import _summary
+    from leakdemo.store import RunStore
+    summary = _summary(fin)
+    assert summary.startswith(f"Finished: attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{n} "
+                              "target classes)") and "label accuracy" not in summary, summary
+    assert f"TBI baseline alongside: attack accuracy {m['baseline_attack_accuracy']:.2f}" in summary
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    store.record("k", "cli", {"params": {"attack": "pli"}}, events[0], fin, [])
+    assert store.runs()[0]["attack_accuracy"] == m["attack_accuracy"]
 
 
 def test_tbi_alone_runs_as_the_primary_attack():

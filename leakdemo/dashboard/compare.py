@@ -65,6 +65,8 @@ def _choices(sources: dict) -> dict[str, str]:
     if "r" in sources:
         for r in sources["r"].runs(limit=200):
             psnr = "" if r["psnr"] is None else f", {r['psnr']:.1f} dB"
+            if r["attack_accuracy"] is not None:  # PLI is judged by it; its PSNR is against a class's mean
+                psnr = f", attack accuracy {r['attack_accuracy']:.0%}"
             when = time.strftime("%d %b %H:%M", time.localtime(r["created"]))
             p = {**r, **r["changes"]}  # the defense's strength, where the run's preset did not set it
             changed = _changes(p, r["changes"])
