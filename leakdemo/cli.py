@@ -609,7 +609,9 @@ def check_output(path: str | None, option: str, folder: bool) -> None:
         with tempfile.TemporaryFile(dir=parent):
             pass
     except OSError as e:
-        raise ParamError(option, f"cannot write {path!r} ({parent}: {e.strerror or e})") from None
+        # the folder exists: say what failed in it ("/proc: No such file or directory" read as if /proc were missing)
+        raise ParamError(option, f"cannot write {path!r} (creating a file in {parent} failed: "
+                                 f"{e.strerror or e})") from None
 
 
 OUTPUTS = {"run": [("out", "--out", True)], "sweep": [("out", "--out", True)],

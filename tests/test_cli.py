@@ -77,16 +77,16 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.1..1:2", "--seeds", "0"),
      "error: seeds: must be an integer in [1, 16], got 0"),
     # an output that cannot be written is said before minutes of work, not in a traceback after them
-    (("run", "dlg", "--out", "/proc/leakdemo-out"), "error: --out: cannot write '/proc/leakdemo-out' (/proc: "),
+    (("run", "dlg", "--out", "/proc/leakdemo-out"), "error: --out: cannot write '/proc/leakdemo-out' (creating a file in /proc failed: "),
     (("run", "dlg", "--out", __file__), "error: --out: '" + __file__ + "' is a file; give a folder"),
     (("run", "dlg", "--out", os.path.join(__file__, "sub")), "error: --out: cannot write"),
-    (("sweep", "sweep-dp-dlg", "--out", "/proc/a/b"), "error: --out: cannot write '/proc/a/b' (/proc: "),
+    (("sweep", "sweep-dp-dlg", "--out", "/proc/a/b"), "error: --out: cannot write '/proc/a/b' (creating a file in /proc failed: "),
     (("fidelity", "--out", "/no-such-folder/f.md"), "error: --out: the folder '/no-such-folder' does not exist"),
     (("fidelity", "--out", os.path.dirname(__file__)), "error: --out: '"),
-    (("bench", "dlg", "--json", "/proc/b.json"), "error: --json: cannot write '/proc/b.json' (/proc: "),
+    (("bench", "dlg", "--json", "/proc/b.json"), "error: --json: cannot write '/proc/b.json' (creating a file in /proc failed: "),
     (("runs", "list", "--limit", "0"), "error: --limit: must be an integer in [1, 100000], got 0"),
     (("runs", "delete", "1", "2", "3"), "error: runs delete: takes one id, got '1 2 3'"),
-    (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (/proc: "),
+    (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (creating a file in /proc failed: "),
     (("runs",), "error: runs: say what to do: list | show ID | export ID DIR | delete ID"),
     (("runs", "frob"), "error: argument action: invalid choice: 'frob'"),  # ... (see `python -m leakdemo runs --help`)
 ])
