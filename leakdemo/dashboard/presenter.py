@@ -1,5 +1,5 @@
 """Presenter mode: full-screen scenes for a projector — no sidebar, no controls but Back / Next (keyboard: ← and
-→) and a scene chooser, big pictures and figures.
+→, or a presentation clicker's Page Up / Page Down) and a scene chooser, big pictures and figures.
 
 Three kinds of scene: a recorded showcase replaying by itself (`g3`), an attack computed live on this machine
 (`live:dlg`), and a built-in sweep's trade-off chart from the run store (`sweep:sweep-dp-dlg`). The list is in
@@ -38,6 +38,7 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 [data-testid="stImage"] img {image-rendering: pixelated; max-height: 62vh; object-fit: contain;}
 [data-testid="stImageCaption"] {font-size: 1.1rem !important; text-align: center;}
 [data-testid="stPlotlyChart"] {height: 68vh !important;}
+.st-key-p_clicker_next, .st-key-p_clicker_back {display: none !important;}
 </style>
 """
 
@@ -113,6 +114,10 @@ def _nav(where, choices: dict) -> None:
                        on_change=_picked, help="showcases replay recorded runs; live scenes compute the attack "
                                                "now; charts come from the run store")
         st.caption("The link in the address bar keeps this list.")
+    # a presentation clicker sends Page Down / Page Up, not the arrows: two buttons nobody sees take them (a
+    # button has one shortcut; hidden by CSS, its key still works)
+    b3.button("Next", on_click=_go, args=(1,), shortcut="PageDown", key="p_clicker_next")
+    b3.button("Back", on_click=_go, args=(-1,), shortcut="PageUp", key="p_clicker_back")
 
 
 def _head(title: str, line: str, choices: dict) -> None:
