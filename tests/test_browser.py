@@ -186,6 +186,26 @@ TITLES_FIT = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart
   return t ? [t.textContent, t.getBoundingClientRect().right, svg.getBoundingClientRect().right] : null; })"""
 
 
+X_TICKS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => {
+  const right = c.getBoundingClientRect().right;
+  return [c.querySelector('.gtitle').textContent, [...c.querySelectorAll('.xtick text')].map(t => {
+    const box = t.getBoundingClientRect(); return [t.textContent, box.width > 0 && box.right <= right]; })]; })"""
+
+
+def test_the_charts_label_the_run_s_last_iteration(server, browser):
+    """The loss chart's axis read 0 … 800 for a run of 1000 iterations (0 … 1500 of 2000): plotly drops a tick
+    label that would cross the chart's edge, and the loss chart left it 10 px."""
+    page = open_lab(browser, server, "preset=invgrad&iterations=1000&image_size=16", size=(1024, 768))
+    run_until_finished(page, "Original (private, never sent)")
+    page.get_by_text("Attack loss (its own objective)").first.wait_for(timeout=30_000)
+    charts = page.evaluate(X_TICKS)
+    assert len(charts) == 2, charts
+    for title, ticks in charts:
+        assert ticks and ticks[-1][0] == "1000" and all(shown for _, shown in ticks), (title, ticks)
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, browser):
     """On a 1024-px laptop, where the PSNR read "17.9 …" and the utility chart's title ran off its edge."""
     query = "preset=cafe&n_samples=24&batch_size=6&image_size=8&fc_width=16&iterations=300"
@@ -202,6 +222,8 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     assert len(figures) == 5 and all(w <= box for _, w, box in figures), figures
     titles = [t for t in page.evaluate(TITLES_FIT) if t]
     assert len(titles) == 4 and all(right <= edge + 1 for _, right, edge in titles), titles
+    ticks = page.evaluate(X_TICKS)  # each chart labels its axis to the end
+    assert all(t and all(shown for _, shown in t) for _, t in ticks), ticks
     assert_no_traceback(page)
 
 

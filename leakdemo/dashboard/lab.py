@@ -23,7 +23,7 @@ from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
 from ..scenario import from_dict, presets
 from ..words import plural, small_figure
 from . import state
-from .axes import log_axis
+from .axes import MARGIN, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS
 from .shared import hardware, polled, queue_line, run_pool, setup_line, tab_alive
@@ -368,7 +368,7 @@ def _chart(handle):
                                   tickmode="array", tickvals=[0, 0.25, 0.5, 0.75, 1]),
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))
     loss = go.Figure(go.Scatter(x=c["iteration"], y=c["loss"], name="loss", line=dict(color="#555", width=2)))
-    loss.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Attack loss (its own objective)",
+    loss.update_layout(height=300, margin=MARGIN, title="Attack loss (its own objective)",
                        xaxis_title="iteration", yaxis=log_axis(c["loss"]), font=dict(size=14))
     return fig, loss
 

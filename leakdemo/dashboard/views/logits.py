@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ...artifacts import VERDICTS_PER_ROW, class_block
+from ..axes import MARGIN
 from ..pictures import RECON_COLOR, show, zoom
 
 
@@ -83,7 +84,7 @@ def accuracy_chart(c: dict, name: str):
         if pts:
             fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name,
                                      line=dict(color=color, width=3)))
-    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Attack accuracy",  # fits 1024 px
+    fig.update_layout(height=300, margin=MARGIN, title="Attack accuracy",  # fits 1024 px
                       xaxis_title="inversion epoch",
                       yaxis=dict(range=[0, 1.05], tickformat=".0%", title="share of target classes"),
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))
