@@ -283,6 +283,19 @@ def test_a_closed_tab_frees_its_worker_for_the_next_in_line(browser):
         stop_server(proc)
 
 
+def test_a_recorded_trade_off_labels_its_axes_to_the_end_on_a_laptop(server, browser):
+    """At 1024 px the privacy-against-utility chart of the batch-size sweep dropped its last utility tick
+    ("0.94 0.96", no "0.98"): plotly hides a label that would cross the chart's edge."""
+    page = new_page(browser, "tradeoffs-1024", (1024, 768))
+    page.goto(f"{server}/Tradeoffs?sweep=sweep-batch-dlg")
+    expect(page.locator(".js-plotly-plot")).to_have_count(2, timeout=90_000)
+    page.wait_for_timeout(2000)
+    charts = page.evaluate(X_TICKS)
+    assert len(charts) == 2 and all(t and all(shown for _, shown in t) for _, t in charts), charts
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server, browser, tmp_path):
     page = new_page(browser, "tradeoffs", (1600, 1100))
     page.goto(f"{server}/Tradeoffs?sweep=custom&preset=dlg&defense=dp-gaussian&vary=dp_sigma%3D1e-3..1%3A2"
