@@ -226,6 +226,14 @@ def test_your_runs_are_named_as_people_say_them(store_path):
                                         f"{params['dp_sigma']:g}, clip norm off), ") \
         and labels[f"r{rid}"].endswith(", lab)"), labels[f"r{rid}"]
     assert "seed = 2, batch size = 4" in labels[f"r{rid2}"] and "batch size" not in labels[f"r{rid}"], labels
+    # a PLI run is named by its attack accuracy, the figure it is judged by (it said "14.7 dB": a PSNR against
+    # each class's mean private image)
+    pli = g.load(7)
+    rid3 = store.record("k3", "lab", pli.scenario, pli.started, pli.finished, pli.keyframes)
+    accuracy = pli.finished.metrics["attack_accuracy"]
+    label = _choices({"r": store})[f"r{rid3}"]
+    assert label.startswith(f"Run #{rid3} · PLI") and f", attack accuracy {accuracy:.0%} (" in label, label
+    assert " dB" not in label, label
 
 
 def test_runs_side_by_side_say_what_tells_them_apart():
