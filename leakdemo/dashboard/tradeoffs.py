@@ -9,6 +9,7 @@ import math
 from urllib.parse import urlencode
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
@@ -774,8 +775,8 @@ TABLE_COLUMNS = {
     "label": st.column_config.TextColumn("point"),
     "psnr": st.column_config.NumberColumn("PSNR dB", format="%.1f", help="median over the point's runs"),
     "ssim": st.column_config.NumberColumn("SSIM", format="%.3f", help="median over the point's runs"),
-    # as the Lab and Compare word it ("< 0.001"): the undefended DLG point read "0.000", as if identical or broken
-    "lpips": st.column_config.TextColumn("LPIPS", help="median over the point's runs (lower: closer)"),
+    # a number, so the grid sorts it as one; _table words it as the Lab and Compare do ("< 0.001", not "0.000")
+    "lpips": st.column_config.NumberColumn("LPIPS", help="median over the point's runs (lower: closer)"),
     "recognisable": _share("recognisable", "share of the point's runs at 20 dB or more"),
     "attack_accuracy": _share("attack acc.", "median attack accuracy over the point's runs"),
     "test_accuracy": _share("federation acc.", "the federation's accuracy on held-out data, with this defense"),
@@ -788,10 +789,10 @@ TABLE_COLUMNS = {
 def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
     with st.expander("Table and downloads", expanded=False):
         table, shared = shown_table(rows, axes, job.sweep.base.params)
-        for row in table:
-            if row.get("lpips") is not None:
-                row["lpips"] = small_figure(row["lpips"])
-        st.dataframe(table, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
+        frame = pd.DataFrame(table)
+        if "lpips" in frame:  # "< 0.001" shown, the number kept: as text it sorted among the figures at random
+            frame = frame.style.format({"lpips": small_figure}, na_rep="")
+        st.dataframe(frame, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
         if shared:
             st.caption(shared)
         c1, c2, c3 = st.columns(3)
