@@ -13,7 +13,7 @@ from . import catalog, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
-from .words import plural, small_figure, value_text
+from .words import fixed, plural, small_figure, value_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -159,9 +159,9 @@ def _summary(ev: Finished) -> str:
     if "attack_accuracy" in m:  # logit sharing: judged by its attack accuracy; it recovers no labels
         head = (f"{word}: attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{len(m['success'])} "
                 f"target classes), {ev.iterations} iterations in {ev.seconds:.1f} s\n  against each target class's "
-                f"mean private image: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}")
+                f"mean private image: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}")
     else:
-        head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {m['ssim']:.3f}, LPIPS {lp}, label accuracy {la}, "
+        head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}, label accuracy {la}, "
                 f"{ev.iterations} iterations in {ev.seconds:.1f} s")
     return (head
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
@@ -174,7 +174,7 @@ def _logit_lines(m: dict) -> list[str]:
     lines = []
     if "baseline_attack_accuracy" in m:
         lines.append(f"TBI baseline alongside: attack accuracy {m['baseline_attack_accuracy']:.2f}, SSIM to the "
-                     f"class mean {m['baseline_ssim_to_mean']:.3f}")
+                     f"class mean {fixed(m['baseline_ssim_to_mean'])}")
     u = m.get("utility")
     if u and "steps" not in u:
         def mean(v):

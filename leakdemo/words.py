@@ -19,6 +19,13 @@ def small_figure(v: float) -> str:
     return f"{v:.2g}" if 0 < v < 0.01 else f"{v:.3f}"
 
 
+def fixed(v: float, places: int = 3) -> str:
+    """v to a fixed number of decimals, without the sign of a figure that rounds to zero: an SSIM of -0.0004
+    (pure noise) reads "0.000", not "-0.000"."""
+    text = f"{v:.{places}f}"
+    return text[1:] if text.startswith("-") and not float(text) else text
+
+
 def value_text(v) -> str:
     """A parameter's value as a label: three significant digits ("0.0001", "0.333"), whole numbers and
     thousands in full (value_text(2000.0) = "2000", where "%.3g" writes "2e+03"); flags and words as they are."""

@@ -73,6 +73,14 @@ def test_a_tiny_lpips_does_not_read_as_zero():
     assert small_figure(0.0) == "0.000"
 
 
+def test_noise_s_ssim_does_not_read_as_minus_zero():
+    """Under strong noise SSIM is about zero and often just below it: the Lab, Compare, the presenter and the
+    CLI printed "-0.000" (the Trade-offs grid too); a real negative figure keeps its sign."""
+    from leakdemo.words import fixed
+    assert fixed(-0.0004) == fixed(0.0) == fixed(-0.0) == "0.000" and fixed(-0.004, 2) == "0.00"
+    assert fixed(-0.009) == "-0.009" and fixed(0.99951) == "1.000" and fixed(0.5123, 2) == "0.51"
+
+
 def test_swept_values_read_as_people_write_them():
     """A DP sweep's strip and header said "1e-06" (C's exponent), its thousands "2e+03"."""
     from leakdemo.words import value_text

@@ -387,6 +387,7 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     from streamlit import dataframe_util
     shown = dataframe_util.convert_arrow_bytes_to_pandas_df(at.dataframe[0].proto.arrow_data.styler.display_values)
     assert list(shown["lpips"][:2]) == ["< 0.001", "< 0.001"] and "0.036" in list(shown["lpips"])
+    assert "-0.000" not in [f"{v:.3f}" for v in table["ssim"]]  # the grid's "%.3f" of σ = 1's SSIM of -0.0004
     assert ("Medians over 3 runs a point, none failed; the federation's accuracy without the defense: 95.11%."
             in [c.value for c in at.caption])
     # every built-in sweep ships: choosing another draws it at once too

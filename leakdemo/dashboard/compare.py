@@ -19,7 +19,7 @@ from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
-from ..words import plural, small_figure
+from ..words import fixed, plural, small_figure
 from .shared import run_pool
 
 MAX_RUNS = 4
@@ -432,7 +432,7 @@ def figures(run: StoredRun) -> dict[str, str | None]:
         return None if v is None else form.format(v)
     return {"preset": run.scenario.get("preset"), "attack": catalog.headline(p),
             "defense": catalog.defense_name(p.get("defense", "none")),
-            "PSNR": shown(m.get("psnr"), "{:.1f} dB"), "SSIM": shown(m.get("ssim"), "{:.3f}"),
+            "PSNR": shown(m.get("psnr"), "{:.1f} dB"), "SSIM": None if m.get("ssim") is None else fixed(m["ssim"]),
             # LPIPS as the Lab words it: "< 0.001", not "0.000"
             "LPIPS": None if m.get("lpips") is None else small_figure(m["lpips"]),
             "label accuracy": shown(m.get("label_accuracy"), "{:.0%}"),

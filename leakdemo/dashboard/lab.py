@@ -21,7 +21,7 @@ from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
 from ..scenario import from_dict, presets
-from ..words import plural, small_figure
+from ..words import fixed, plural, small_figure
 from . import state
 from .axes import MARGIN, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
@@ -444,7 +444,7 @@ def run_view(handle) -> None:
         m = fin.metrics
         cols = st.columns(5)
         cols[0].metric("PSNR", f"{m['psnr']:.1f} dB", help="peak 1, images in [0, 1], averaged per image")
-        cols[1].metric("SSIM", f"{m['ssim']:.3f}")
+        cols[1].metric("SSIM", fixed(m['ssim']))
         cols[2].metric("LPIPS", "n/a" if m["lpips"] is None else small_figure(m["lpips"]),
                        help=m.get("lpips_note") or LPIPS_HELP)
         cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
@@ -454,7 +454,7 @@ def run_view(handle) -> None:
     elif latest is not None and latest.psnr is not None:
         cols = st.columns(3)
         cols[0].metric("PSNR", f"{latest.psnr:.1f} dB")
-        cols[1].metric("SSIM", f"{latest.ssim:.3f}")
+        cols[1].metric("SSIM", fixed(latest.ssim))
         cols[2].metric("Loss", f"{latest.loss:.3g}" if latest.loss is not None else "—")
     guarantee = privacy.line(fin.metrics) if fin is not None else None
     if guarantee:  # what the defense guarantees formally, or why nothing: the CLI's line, under the figures

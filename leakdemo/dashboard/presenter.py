@@ -15,7 +15,7 @@ from .. import catalog
 from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
-from ..words import plural
+from ..words import fixed, plural
 from .shared import queue_line, run_pool, setup_line
 from .compare import frame_at, judged_extras
 
@@ -214,7 +214,7 @@ def showcase_body(path: str, run_id: int, pace) -> None:
     else:  # the figures of the frame shown, as the live run showed them; the final ones at the end
         psnr, ssim = (m["psnr"], m["ssim"]) if final else (_history_at(run, it, "psnr"), _history_at(run, it, "ssim"))
         right.metric("PSNR", "…" if psnr is None else f"{psnr:.1f} dB")
-        right.metric("SSIM", "…" if ssim is None else f"{ssim:.2f}")
+        right.metric("SSIM", "…" if ssim is None else fixed(ssim, 2))
     if final:
         right.metric("Run time", f"{run.finished.seconds:.0f} s")
     else:
@@ -318,7 +318,7 @@ def live_body(preset: str, pace) -> None:
             right.metric("Attack accuracy", f"{m['attack_accuracy']:.0%}")
         else:
             right.metric("PSNR", f"{m['psnr']:.1f} dB")
-            right.metric("SSIM", f"{m['ssim']:.2f}")
+            right.metric("SSIM", fixed(m['ssim'], 2))
         right.metric("Run time", f"{fin.seconds:.0f} s")
     elif latest is not None:
         accuracy = (latest.checks or {}).get("attack_accuracy")

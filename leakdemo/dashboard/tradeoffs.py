@@ -790,6 +790,8 @@ def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
     with st.expander("Table and downloads", expanded=False):
         table, shared = shown_table(rows, axes, job.sweep.base.params)
         frame = pd.DataFrame(table)
+        if "ssim" in frame:  # the grid wrote pure noise's SSIM of -0.0004 as "-0.000"
+            frame["ssim"] = frame["ssim"].round(3) + 0.0
         if "lpips" in frame:  # "< 0.001" shown, the number kept: as text it sorted among the figures at random
             frame = frame.style.format({"lpips": small_figure}, na_rep="")
         st.dataframe(frame, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from ...artifacts import VERDICTS_PER_ROW, class_block
+from ...words import fixed
 from ..axes import MARGIN
 from ..pictures import RECON_COLOR, show, zoom
 
@@ -59,7 +60,7 @@ def logit_metrics(fin, attack: str) -> None:
     if m.get("baseline_attack_accuracy") is not None:
         cols[1].metric("TBI accuracy", f"{m['baseline_attack_accuracy']:.0%}",
                        help="the TBI baseline's attack accuracy, by the same test")
-    cols[2].metric("SSIM", f"{m['ssim_to_mean']:.3f}",
+    cols[2].metric("SSIM", fixed(m['ssim_to_mean']),
                    help="SSIM of each reconstruction to its class's mean private image, averaged")
     u = m.get("utility") or {}
     if u.get("defended"):
