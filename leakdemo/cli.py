@@ -13,7 +13,7 @@ from . import catalog, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
-from .words import fixed, plural, small_figure, value_text
+from .words import fixed, plural, small_figure, three_digits, value_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,7 +97,7 @@ def _bar(ev: Progress, width: int = 28) -> str:
     filled = int(frac * width)
     psnr = f"{ev.psnr:5.1f} dB" if ev.psnr is not None else "   -   "
     return (f"\r[{'#' * filled}{'.' * (width - filled)}] {ev.iteration}/{ev.total}  PSNR {psnr}  "
-            f"loss {ev.loss if ev.loss is not None else float('nan'):.3g}  {ev.seconds:5.1f}s  ETA {_eta(ev.eta):>6} ")
+            f"loss {three_digits(ev.loss if ev.loss is not None else float('nan'))}  {ev.seconds:5.1f}s  ETA {_eta(ev.eta):>6} ")
 
 
 def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None, quiet: bool = False,

@@ -13,7 +13,7 @@ import numpy as np
 from .catalog import ENOUGH_EQUATIONS, param_label, setting_words
 from .settings import equations_per_unknown
 from .sweep import pareto, utility_of
-from .words import value_text
+from .words import three_digits, value_text
 
 COLUMNS = ("index", "label", "undefended", "runs", "failed", "psnr", "psnr_range", "ssim", "lpips", "recognisable",
            "attack_accuracy", "test_accuracy", "test_accuracy_range", "clean_test_accuracy", "training_loss",
@@ -253,7 +253,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
                 eps = r.get("epsilon")
                 tag = value_text(r.get(axes[0])) if axes else r["label"]
                 if isinstance(eps, float) and math.isfinite(eps):
-                    tag += f" (ε={eps:.2g})"
+                    tag += f" (ε={three_digits(eps)})"
                 right.annotate(tag, (u, leak), textcoords="offset points", xytext=(6, 4), fontsize=6.5, color=color)
             right.plot([], [], "o", color=color, label=name or "defended")
         if clean is not None and clean in usable:

@@ -534,6 +534,8 @@ def test_a_log_axis_labels_what_fits_its_span():
     assert log_axis([1.98, 1.8435, 1.9977])["ticktext"] == ["1.85", "1.9", "1.95"]
     assert log_axis([123.4, 125.0])["ticktext"] == ["123.5", "124", "124.5", "125"]
     assert log_axis([2.0, 2.0])["ticktext"] == ["2"]  # a flat loss still says where it is
+    # a noised DLG run's loss, 83 300 … 84 500: every tick read "8·10⁴"
+    assert log_axis([83300.0, 84500.0])["ticktext"] == ["8.35·10⁴", "8.4·10⁴", "8.45·10⁴"]
     assert log_axis([1.0, 2e-3])["dtick"] == 1 and log_axis([100.0, 1e-7, None, float("nan")])["dtick"] == 2
     assert log_axis([1e4, 1e-20])["dtick"] == 4  # 24 decades: six labels
     assert "dtick" not in log_axis([None, 0.0]) and log_axis([])["type"] == "log"

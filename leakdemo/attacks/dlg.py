@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..threat import Knowledge, Observation, Step
+from ..words import three_digits
 from .gradients import infer_labels, l2_distance, model_gradients
 from .compiled import COMPILING, compile_objective, wanted
 from .lbfgs import BatchedLBFGS
@@ -46,7 +47,7 @@ def hopeless(steps, best, first):
 def restart_reason(steps: int, since_improved: int, best: float, first: float) -> str | None:
     """Why a start should give its place to a fresh one, or None."""
     if stalled(since_improved, best, first):
-        return f"stalled at loss {best:.3g}"
+        return f"stalled at loss {three_digits(best)}"
     if hopeless(steps, best, first):
         return f"still at {best / first:.0%} of its first loss after {steps} steps"
     return None

@@ -21,7 +21,7 @@ from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
 from ..scenario import from_dict, presets
-from ..words import fixed, plural, small_figure
+from ..words import fixed, plural, small_figure, three_digits
 from . import state
 from .axes import MARGIN, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
@@ -455,7 +455,7 @@ def run_view(handle) -> None:
         cols = st.columns(3)
         cols[0].metric("PSNR", f"{latest.psnr:.1f} dB")
         cols[1].metric("SSIM", fixed(latest.ssim))
-        cols[2].metric("Loss", f"{latest.loss:.3g}" if latest.loss is not None else "—")
+        cols[2].metric("Loss", three_digits(latest.loss) if latest.loss is not None else "—")
     guarantee = privacy.line(fin.metrics) if fin is not None else None
     if guarantee:  # what the defense guarantees formally, or why nothing: the CLI's line, under the figures
         st.caption(f":material/lock: **Formal privacy:** {guarantee}")
