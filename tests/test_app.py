@@ -353,6 +353,9 @@ def test_a_run_lists_its_notes_once_not_every_restart():
     kinds = ["compiled", "the model keeps training", "stalled"]
     assert shown_notes(kinds) == kinds  # distinct notes keep their order
     assert shown_notes(kinds + ["queued again at the same place"]) == kinds[1:] + ["queued again at the same place"]
+    # done, the run's summary says how its starts ended ("gave up after 4 starts"); "… restarting (3/3)"
+    # under it read as if the attack went on
+    assert shown_notes(["compiled the objective in 2.0 s"] + stalls, done=True) == ["compiled the objective in 2.0 s"]
 
 
 def _stage_page(status: str):

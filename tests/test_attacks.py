@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from leakdemo.attacks.dlg import restart_reason
+from leakdemo.attacks.dlg import RESTARTING, restart_reason
 from leakdemo.attacks.gradients import infer_labels, model_gradients
 from leakdemo.events import Finished
 from leakdemo.models import build_model
@@ -62,8 +62,12 @@ def test_invgrad_batch_is_matched_and_recovered():
                                      {"defense": "prune", "prune_ratio": "0.7"}])
 def test_defenses_bite(tiny, defense):
     clean = finish(from_preset("dlg", {**tiny, "images": "rocket"})).metrics["psnr"]
-    defended = finish(from_preset("dlg", {**tiny, "images": "rocket", **defense})).metrics["psnr"]
-    assert defended < clean - 15
+    events = list(Run(from_preset("dlg", {**tiny, "images": "rocket", **defense})).events())
+    assert events[-1].metrics["psnr"] < clean - 15
+    # the starts stall, restart and give up; the notes as the Lab filters them once the run is done
+    assert [e.note.split(" — ")[1] for e in events if getattr(e, "note", None)] == [
+        f"{RESTARTING} ({i}/3)" for i in (1, 2, 3)]
+    assert events[-1].metrics["note"].startswith("gave up after 4 starts (stalled at loss ")
 
 
 def test_original_loop_is_kept_for_comparison(tiny):

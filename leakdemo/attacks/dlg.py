@@ -44,6 +44,13 @@ def hopeless(steps, best, first):
     return (steps >= HOPELESS_AFTER) & (best > HOPELESS_RATIO * first)
 
 
+# notes of a run in progress: the finished run's summary (final note) says how its starts ended
+RESTARTING = "restarting from a new random start"
+BACK_TO_BEST = "diverged — back to the best estimate so far"
+PASSING_NOTES = (RESTARTING, BACK_TO_BEST)
+KEPT_BEST = "kept the estimate with the lowest gradient distance"
+
+
 def restart_reason(steps: int, since_improved: int, best: float, first: float) -> str | None:
     """Why a start should give its place to a fresh one, or None."""
     if stalled(since_improved, best, first):
@@ -99,7 +106,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
     done, trial = 0, 0
     compiling = trial_loss is not None and wanted(p, device, 1)
     packed, compile_note = None, None
-    final_note = "kept the estimate with the lowest gradient distance"
+    final_note = KEPT_BEST
     while done < total:
         g = torch.Generator().manual_seed(p["seed"] * 1000 + 17 + trial)
         x = _initial_image(shape, g, loop).to(device).requires_grad_(True)
@@ -186,7 +193,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
                 scale, prev = 1.0 / max(trial_min, 1e-30), None
                 scale_t.fill_(scale)
                 opt = renewed(opt)
-                yield Step(done, total, trial_min, x.detach(), labels, "diverged — back to the best estimate so far")
+                yield Step(done, total, trial_min, x.detach(), labels, BACK_TO_BEST)
                 continue
             if not finite:
                 reason = "the loss became non-finite"
@@ -209,7 +216,9 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             break
         trial += 1
         yield Step(done, total, best_loss, (best_x if best_x is not None else x.detach()), best_labels,
-                   f"{reason} — restarting from a new random start ({trial}/{max_restarts})")
+                   f"{reason} — {RESTARTING} ({trial}/{max_restarts})")
+    if trial and final_note == KEPT_BEST:  # the restarts' notes pass with the run; the summary keeps their count
+        final_note += f" (over {trial + 1} starts)"
     if best_x is None:  # every step was non-finite: report the last estimate honestly
         best_x, best_labels = x.detach(), None
     yield Step(done, total, best_loss, best_x.clamp(0, 1), best_labels, final_note, final=True)

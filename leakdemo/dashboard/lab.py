@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog, privacy
+from ..attacks.dlg import PASSING_NOTES
 from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
 from ..device import facts
@@ -373,12 +374,16 @@ def _chart(handle):
     return fig, loss
 
 
-def shown_notes(notes: list[str], n: int = 3) -> list[str]:
+def shown_notes(notes: list[str], n: int = 3, done: bool = False) -> list[str]:
     """The newest n distinct notes, newest last. A note that only renumbers an earlier one replaces it:
-    "stalled … restarting (3/3)" stands for the three restarts, not three captions of them. (The attack's
-    stage — PLI's round, CAFE's step, a compile — is shown in the progress bar, and only while it runs.)"""
+    "stalled … restarting (3/3)" stands for the three restarts, not three captions of them; once the run is
+    done, the restarts' notes go (under "gave up after 4 starts" the last still read "… restarting (3/3)", as
+    if it went on). (The attack's stage — PLI's round, CAFE's step, a compile — is shown in the progress bar,
+    and only while it runs.)"""
     kept: dict[str, str] = {}
     for note in notes:
+        if done and any(passing in note for passing in PASSING_NOTES):
+            continue
         key = re.sub(r"\d+", "#", note)
         kept.pop(key, None)
         kept[key] = note
@@ -390,7 +395,7 @@ def run_view(handle) -> None:
     with handle.lock:
         status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
         since = handle.since_latest()
-        notes = shown_notes(handle.notes)
+        notes = shown_notes(handle.notes, done=handle.done)
         matching = handle.matching
     if status == "queued":
         st.progress(0.0, text=queue_line(run_pool(), handle))
