@@ -17,7 +17,13 @@ $(STAMP): requirements.txt requirements-nodeps.txt
 	$(PIP) --no-deps -r requirements-nodeps.txt
 	@touch $(STAMP)
 
+# a port already taken (a dashboard left open from the last lesson) says how to pick another, where streamlit
+# said only "Port 8501 is not available"
 run: $(STAMP)
+	@$(PY) -c "import socket, sys; p = '$(PORT)'; \
+	  p.isdigit() and 0 < int(p) < 65536 or sys.exit(f'PORT: must be a number in [1, 65535], got {p!r}'); \
+	  socket.socket().connect_ex(('127.0.0.1', int(p))) or \
+	  sys.exit(f'port {p} is in use (a dashboard already running there?): make run PORT={int(p) + 1} starts another')"
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true --browser.gatherUsageStats false
 
 # Chromium from apt when we are root (as on our machines and in CI); otherwise one line saying what to run.
