@@ -22,6 +22,29 @@ def test_list_shows_everything():
     assert {p["name"] for p in d["presets"]} >= {"dlg", "idlg", "invgrad", "invgrad-batch"}
 
 
+def make_run(port) -> subprocess.CompletedProcess:
+    """`make run` as the README gives it, with this interpreter and without (re)building .venv."""
+    return subprocess.run(["make", "-s", "-o", ".venv/.installed", "run", f"PORT={port}", f"PY={sys.executable}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+def test_make_run_names_another_port_when_its_own_is_taken():
+    """A dashboard left open from the last lesson holds the port; streamlit said only "Port 8501 is not
+    available", and nothing of PORT=."""
+    import socket
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = make_run(port)
+    assert r.returncode != 0
+    assert (f"port {port} is in use (a dashboard already running there?): make run PORT={port + 1} starts another"
+            in r.stderr)
+    for bad in ("abc", "70000"):
+        r = make_run(bad)
+        assert r.returncode != 0 and f"PORT: must be a number in [1, 65535], got '{bad}'" in r.stderr
+
+
 def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     out = tmp_path / "out"
     r = cli("run", "dlg", "--set", "iterations=3", "--set", "image_size=16", "--jsonl", "--out", str(out))
