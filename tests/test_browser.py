@@ -296,6 +296,24 @@ def test_a_recorded_trade_off_labels_its_axes_to_the_end_on_a_laptop(server, bro
     page.close()
 
 
+@pytest.mark.parametrize("size", [(1280, 800), (1024, 768), (420, 800)])
+def test_the_strip_shows_every_strength_on_the_screen(server, browser, size):
+    """The recorded DLG-against-noise sweep: each of its two strips holds the private image, the undefended run
+    and eight strengths. Rows that did not wrap kept 128 px a picture and ran off a 1280-px screen (six seen, the
+    strongest defenses hidden); now every picture lies on the screen, at least 60 px wide, wrapping onto
+    another row where the screen is narrow."""
+    page = new_page(browser, f"strip-{size[0]}", size)
+    page.goto(f"{server}/Tradeoffs")
+    page.get_by_text("the private image").first.wait_for(timeout=90_000)
+    page.wait_for_timeout(1500)  # the layout settles
+    pictures = page.evaluate("""() => [...document.querySelectorAll('[class*="st-key-strip_"] [data-testid="stImage"] img')]
+        .map(img => { const b = img.getBoundingClientRect(); return [b.left, b.right, b.width]; })""")
+    assert len(pictures) == 20, pictures
+    assert all(left >= 0 and right <= size[0] and width >= 60 for left, right, width in pictures), pictures
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server, browser, tmp_path):
     page = new_page(browser, "tradeoffs", (1600, 1100))
     page.goto(f"{server}/Tradeoffs?sweep=custom&preset=dlg&defense=dp-gaussian&vary=dp_sigma%3D1e-3..1%3A2"

@@ -41,6 +41,11 @@ CSS = f"""
 <style>
 .block-container {{padding-top: 2.2rem;}}
 {IMAGE_CSS}
+/* a strip's row: its pictures share the width down to 64 px each, then wrap onto another row. (Columns that
+   do not wrap keep 128 px each, and a strip of ten ran off a 1280-px screen: six seen, the strongest defenses
+   hidden; columns that do, Streamlit stacks on a phone, each picture as wide as the screen.) */
+[class*="st-key-strip_"] [data-testid="stHorizontalBlock"] {{flex-wrap: wrap;}}
+[class*="st-key-strip_"] [data-testid="stColumn"] {{min-width: 64px; flex-grow: 0;}}
 </style>
 """
 
@@ -708,7 +713,8 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
     if row is None or row.get("thumbnail") is None:
         return
     st.subheader(f"{row['label']}: what the attack rebuilt (first run)")
-    cols = st.columns(2 * len(row["thumbnail"]), wrap=False)  # each original beside its reconstruction, on a phone too
+    # each original beside its reconstruction, on a phone too
+    cols = st.container(key="strip_picked").columns(2 * len(row["thumbnail"]), wrap=False)
     for i, (o, rec) in enumerate(zip(row["originals"], row["thumbnail"])):
         cols[2 * i].image(_picture(o), caption="original", clamp=True)
         cols[2 * i + 1].image(_picture(rec), caption="reconstruction", clamp=True)
@@ -735,7 +741,7 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
                f"run; its figure, the point's median over all its runs.")
     key = privacy_key(rows)
     clean = next((r for r in pics if r["undefended"]), None)
-    for name, series in named_series(pics, axes, base):
+    for series_no, (name, series) in enumerate(named_series(pics, axes, base)):
         head = [("the private image", pics[0]["originals"][0])]
         if clean is not None:
             head.append((f"no defense · {_figure(clean, key)}", clean["thumbnail"][0]))
@@ -746,7 +752,7 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
         for start in range(0, len(items), per_row):
             # a short strip keeps its pictures at an eighth of the width; a strip on a phone too (stacked, each
             # picture took the screen's width: twenty screens to scroll)
-            cols = st.columns(max(per_row, 8), wrap=False)
+            cols = st.container(key=f"strip_{series_no}_{start}").columns(max(per_row, 8), wrap=False)
             for col, (caption, img) in zip(cols, items[start:start + per_row]):
                 url, _ = png_once(("strip", caption, img.shape, float(np.asarray(img).sum())), lambda i=img: _small(i),
                                   memo_name="strip_memo", limit=80)
