@@ -314,6 +314,26 @@ def test_the_strip_shows_every_strength_on_the_screen(server, browser, size):
     page.close()
 
 
+def test_the_catalog_reads_on_a_phone(server, browser):
+    """Its tables kept four columns of whole words and ran off a 420-px screen (506 px wide: a parameter's
+    description cut at the edge); on a phone each row is a card, every word on the screen, the default and
+    the range named."""
+    page = new_page(browser, "catalog-phone", (420, 800))
+    page.goto(f"{server}/Catalog")
+    page.get_by_text("Presets").first.wait_for(timeout=60_000)
+    page.locator("details summary").first.click()  # FedSGD's parameters
+    page.get_by_text("where the client's private images come from", exact=False).first.wait_for(timeout=10_000)
+    page.wait_for_timeout(1000)
+    rights = page.evaluate("""() => [...document.querySelectorAll('table td')].filter(td => td.offsetParent)
+        .map(td => td.getBoundingClientRect().right)""")
+    assert len(rights) > 40 and max(rights) <= 420, max(rights)
+    labels = page.evaluate("""() => [...document.querySelectorAll('details table td:nth-child(3)')]
+        .filter(td => td.offsetParent).map(td => getComputedStyle(td, '::before').content)""")
+    assert labels and set(labels) == {'"allowed "'}, labels
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server, browser, tmp_path):
     page = new_page(browser, "tradeoffs", (1600, 1100))
     page.goto(f"{server}/Tradeoffs?sweep=custom&preset=dlg&defense=dp-gaussian&vary=dp_sigma%3D1e-3..1%3A2"

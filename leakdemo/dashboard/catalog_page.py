@@ -39,7 +39,24 @@ def _cell(text: str) -> str:
 
 # Streamlit's tables break inside any word (overflow-wrap: break-word) when a column runs short: a range came
 # out over two lines, no-break spaces and all. Words now wrap whole; the long ones are few and short.
-CSS = "<style>[data-testid='stMarkdownContainer'] td {overflow-wrap: normal;}</style>"
+# On a phone four columns of whole words ran off the screen (a parameter's description cut at its edge): there
+# each row is a card, its name first, then its default and range, then what it does, across the whole width.
+TABLE = "[data-testid='stMarkdownContainer'] table"
+PARAMS = "[data-testid='stExpanderDetails'] " + TABLE
+CSS = f"""<style>
+{TABLE} td {{overflow-wrap: normal;}}
+@media (max-width: 640px) {{
+  {TABLE}, {TABLE} tbody, {TABLE} tr, {TABLE} td {{display: block; width: 100%;}}
+  {TABLE} thead {{display: none;}}
+  {TABLE} tr {{padding: 0.5rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.15);}}
+  {TABLE} td {{border: none; padding: 0.1rem 0.5rem;}}
+  {TABLE} td:first-child {{font-weight: 600;}}
+  {PARAMS} td:nth-child(2)::before {{content: "default ";}}
+  {PARAMS} td:nth-child(3)::before {{content: "allowed ";}}
+  {PARAMS} td:nth-child(2)::before, {PARAMS} td:nth-child(3)::before {{opacity: 0.6;}}
+  {PARAMS} td:empty {{display: none;}}
+}}
+</style>"""
 
 
 def main() -> None:
