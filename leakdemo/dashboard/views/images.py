@@ -23,7 +23,7 @@ def images_panel(seq: int, started, originals: np.ndarray, images, per: list, fr
     show(left, ("row", seq, -1), lambda: batch_grid(originals), z, ", ".join(started.names[:16]))
     if images is not None:
         show(right, ("row", seq, frame), lambda: batch_grid(images), z,
-              " · ".join(f"{v:.1f} dB" for v in per[:16]) or None)
+              " · ".join(f"{v:.1f}\u00a0dB" for v in per[:16]) or None)  # "21.0 | dB" broke over two lines
     params = started.scenario["params"]
     if len(originals) > 1 and params.get("attack") == "cafe":
         st.caption("Each reconstruction is scored against its own original: the server chose the batch "
