@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from leakdemo.attacks.dlg import RESTARTING, restart_reason
+from leakdemo.attacks.dlg import restart_reason
+from leakdemo.attacks.notes import RESTARTING
 from leakdemo.attacks.gradients import infer_labels, model_gradients
 from leakdemo.events import Finished
 from leakdemo.models import build_model

@@ -22,6 +22,7 @@ from ..words import three_digits
 from .gradients import infer_labels, l2_distance, model_gradients
 from .compiled import COMPILING, compile_objective, wanted
 from .lbfgs import BatchedLBFGS
+from .notes import BACK_TO_BEST, KEPT_BEST, RESTARTING
 
 STALL_WINDOW = 10  # steps without a 1% improvement of the best loss
 STALL_RATIO = 1e-4  # ... while still above this fraction of the starting loss -> restart
@@ -42,13 +43,6 @@ def stalled(since_improved, best, first):
 def hopeless(steps, best, first):
     """However it creeps, still above HOPELESS_RATIO of its first loss after HOPELESS_AFTER steps."""
     return (steps >= HOPELESS_AFTER) & (best > HOPELESS_RATIO * first)
-
-
-# notes of a run in progress: the finished run's summary (final note) says how its starts ended
-RESTARTING = "restarting from a new random start"
-BACK_TO_BEST = "diverged — back to the best estimate so far"
-PASSING_NOTES = (RESTARTING, BACK_TO_BEST)
-KEPT_BEST = "kept the estimate with the lowest gradient distance"
 
 
 def restart_reason(steps: int, since_improved: int, best: float, first: float) -> str | None:

@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog, privacy
-from ..attacks.dlg import PASSING_NOTES
+from ..attacks.notes import PASSING_NOTES
 from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
 from ..device import facts
