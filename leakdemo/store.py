@@ -193,26 +193,35 @@ class RunStore:
 
     def _check_or_create(self, conn: sqlite3.Connection) -> None:
         try:
-            app = conn.execute("PRAGMA application_id").fetchone()[0]
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if app == APP_ID:
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA:
-                    self._refuse(f"was written by a newer leakdemo (store format {version}, this one reads {SCHEMA})")
-                conn.execute("PRAGMA journal_mode = WAL")
-                return
-            if app != 0 or tables:
-                self._refuse("is another program's SQLite database")
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APP_ID:
+                self._create(conn)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA:
+                self._refuse(f"was written by a newer leakdemo (store format {version}, this one reads {SCHEMA})")
             conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            if conn.execute("PRAGMA application_id").fetchone()[0] == 0:  # not created meanwhile by another process
+        except sqlite3.DatabaseError as e:
+            self._refuse(f"is damaged or not a database ({e})")
+
+    def _create(self, conn: sqlite3.Connection) -> None:
+        """The tables of a new store, unless another process made them meanwhile; a file with other tables is
+        refused. Read under the write lock: several workers open a new store at once, and one that read the
+        id (not set yet) before another committed, and the tables after, refused the fresh store as "another
+        program's SQLite database"."""
+        conn.execute("BEGIN IMMEDIATE")  # (WAL only once it is ours: another program's file stays as it was)
+        try:
+            app = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+            if app != APP_ID:
+                if app != 0 or tables:
+                    self._refuse("is another program's SQLite database")
                 for statement in filter(str.strip, _TABLES.split(";")):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA application_id = {APP_ID}")
                 conn.execute(f"PRAGMA user_version = {SCHEMA}")
             conn.execute("COMMIT")
-        except sqlite3.DatabaseError as e:
-            self._refuse(f"is damaged or not a database ({e})")
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     def _db(self) -> sqlite3.Connection:
         conn = self._connect()

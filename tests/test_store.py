@@ -76,6 +76,44 @@ def _writer(path: str, who: int, count: int) -> None:
         store.record(f"key-{who}-{k}", "test", {"params": {"attack": "dlg"}}, started, finished, frames)
 
 
+def test_a_store_created_by_another_worker_meanwhile_is_opened(tmp_path, monkeypatch):
+    """Several workers open a new store at once. One read the store's id (not set yet), another then created
+    the store, and the first read its tables and refused it as "another program's SQLite database" (seen once
+    in CI). Here the other worker creates the store right after the first read."""
+    path = str(tmp_path / "runs.sqlite")
+    connect = RunStore._connect
+
+    class Racing:  # a connection whose first look at the id lets another worker create the store
+        def __init__(self, conn):
+            self.conn, self.raced = conn, False
+
+        def __getattr__(self, name):
+            return getattr(self.conn, name)
+
+        def execute(self, sql, *args):
+            result = self.conn.execute(sql, *args)
+            if sql == "PRAGMA application_id" and not self.raced:
+                self.raced = True
+                value = result.fetchone()
+                monkeypatch.setattr(RunStore, "_connect", connect)
+                RunStore(path)  # the other worker, done in between
+                return FakeCursor(value)
+            return result
+
+    class FakeCursor:
+        def __init__(self, row):
+            self.row = row
+
+        def fetchone(self):
+            return self.row
+
+    monkeypatch.setattr(RunStore, "_connect", lambda self: Racing(connect(self)))
+    store = RunStore(path)
+    started, finished, frames = _synthetic_events(1)
+    store.record("key", "test", {"params": {"attack": "dlg"}}, started, finished, frames)
+    assert len(store.runs()) == 1
+
+
 def test_several_processes_write_at_once(tmp_path):
     path = str(tmp_path / "runs.sqlite")
     ctx = mp.get_context("spawn")
