@@ -22,6 +22,24 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _unknown(extra: list[str], cmd: str) -> str:
+    """argparse's message for arguments it does not know, plus the fix when one is a parameter's name:
+    `run dlg --iterations 50` means `--set iterations=50`."""
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    if cmd not in ("run", "sweep", "bench"):
+        return message
+    names = catalog.all_param_names()
+    for i, arg in enumerate(extra):
+        name, _, value = arg[2:].partition("=")
+        name = name.replace("-", "_")
+        if arg.startswith("--") and name in names:
+            following = extra[i + 1] if i + 1 < len(extra) else "--"
+            if not value and not following.startswith("--") and following not in presets():
+                value = following  # (`run --iterations 5 dlg` leaves "dlg" here and took "5" as the preset)
+            return f"{message}; parameters are set with --set {name}={value or 'VALUE'}"
+    return message
+
+
 def parse_sets(pairs: list[str]) -> dict[str, str]:
     out = {}
     for pair in pairs or []:
@@ -685,7 +703,9 @@ def main(argv=None) -> int:
     p.add_argument("--cpu-threads", type=int, metavar="N", help="threads for the CPU rows (default: torch's)")
     p.add_argument("--images", help="comma-separated images: one run per image, with medians")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    args = ap.parse_args(argv)
+    args, extra = ap.parse_known_args(argv)
+    if extra:  # reported by the subcommand, so the hint names its own --help
+        sub.choices[args.cmd].error(_unknown(extra, args.cmd))
     try:
         for attr, option, folder in OUTPUTS.get(args.cmd, []):
             check_output(getattr(args, attr), option, folder)

@@ -128,6 +128,18 @@ def test_a_subcommand_usage_error_points_to_that_subcommand_s_help():
     assert r.returncode == 2 and r.stderr.strip().endswith("(see `python -m leakdemo sweep --help`)"), r.stderr
 
 
+def test_an_unknown_option_names_its_subcommand_and_a_parameter_written_as_an_option_gets_the_fix():
+    """`run dlg --iterations 50` is what a newcomer types first: the answer says how parameters are set."""
+    r = cli("run", "dlg", "--iterations", "50")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.strip() == ("error: unrecognized arguments: --iterations 50; parameters are set with "
+                                "--set iterations=50 (see `python -m leakdemo run --help`)"), r.stderr
+    r = cli("sweep", "dlg", "--dp-sigma=0.1")
+    assert "--set dp_sigma=0.1 (see `python -m leakdemo sweep --help`)" in r.stderr, r.stderr
+    r = cli("run", "dlg", "--bogus", "3")  # not a parameter: argparse's words alone
+    assert r.stderr.strip() == "error: unrecognized arguments: --bogus 3 (see `python -m leakdemo run --help`)"
+
+
 def test_a_note_said_again_and_again_is_printed_once_and_counted():
     """DLG on vertical FL: L-BFGS diverges, and is sent back to its best estimate, 4 times in 30 steps (21 in
     100) — each once a line of its own, burying the run's other output."""
