@@ -751,6 +751,12 @@ def components(protocol: str, attack: str, defense: str) -> tuple[Component, Com
     return PROTOCOLS[protocol], ATTACKS[attack], DEFENSES[defense]
 
 
+def step_noun(p: dict) -> str:
+    """What one step of the attack is called where it is counted: PLI and TBI train their inversion networks
+    epoch by epoch ("inversion epoch", the accuracy chart's axis), every other attack takes iterations."""
+    return "inversion epoch" if p.get("protocol") in LOGIT_PROTOCOLS else "iteration"
+
+
 def private_images(p) -> int:
     """How many private images a scenario's client holds (what the attack must rebuild)."""
     return p["target_classes"] if p["protocol"] in LOGIT_PROTOCOLS else settings.private_batch(p)[0]

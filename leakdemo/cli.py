@@ -176,7 +176,7 @@ def _summary(ev: Finished) -> str:
     word = "Finished" if ev.status == "finished" else "Stopped"
     if "attack_accuracy" in m:  # logit sharing: judged by its attack accuracy; it recovers no labels
         head = (f"{word}: attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{len(m['success'])} "
-                f"target classes), {ev.iterations} iterations in {ev.seconds:.1f} s\n  against each target class's "
+                f"target classes), {plural(ev.iterations, 'inversion epoch')} in {ev.seconds:.1f} s\n  against each target class's "
                 f"mean private image: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}")
     else:
         head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}, label accuracy {la}, "

@@ -475,11 +475,14 @@ def test_the_attack_s_stage_shows_while_it_runs_and_not_after():
     arrived" under its result: the stage now rides in the progress bar while the attack runs; notes stay."""
     running = AppTest.from_function(_stage_page, args=("running",), default_timeout=60).run()
     assert not running.exception
-    assert "Iteration 23 / 50 · round 3 of 5: new logits arrived, training on them · 2.0 s" in running.get("progress")[0].proto.text
+    # PLI counts inversion epochs, as its accuracy chart does
+    assert "Inversion epoch 23 / 50 · round 3 of 5: new logits arrived, training on them · 2.0 s" in \
+        running.get("progress")[0].proto.text
     done = AppTest.from_function(_stage_page, args=("finished",), default_timeout=60).run()
     assert not done.exception and not done.get("progress")
     said = " ".join(c.value for c in done.caption) + " ".join(s.value for s in done.success)
-    assert "Finished" in said and "compiled the objective" in said and "round" not in said
+    assert "Finished** after 50 inversion epochs in 4.6 s" in said and "compiled the objective" in said
+    assert "round" not in said
 
 
 def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten():
@@ -491,10 +494,13 @@ def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten(
     for i, (psnr, s, loss) in enumerate([(9.0, 0.1, 50.0), (31.0, 0.9, 1e-3), (56.0, 1.0, 2e-6)]):
         for k, v in dict(iteration=i * 100, psnr=psnr, ssim=s, loss=loss).items():
             curves[k].offer(v)
-    quality, loss = _chart(SimpleNamespace(curves=curves))
+    quality, loss = _chart(SimpleNamespace(curves=curves, scenario=SimpleNamespace(params={"protocol": "fedsgd"})))
     assert list(quality.layout.yaxis2.tickvals) == [0, 0.25, 0.5, 0.75, 1]  # not the PSNR grid's 0.569, 0.853
     assert loss.layout.yaxis.exponentformat == "power"  # 10⁻⁶, not "1μ"
     assert loss.layout.yaxis.dtick == 2  # 50 … 2·10⁻⁶ is 7.4 decades: every second one labelled
+    assert quality.layout.xaxis.title.text == loss.layout.xaxis.title.text == "iteration"
+    quality, loss = _chart(SimpleNamespace(curves=curves, scenario=SimpleNamespace(params={"protocol": "fedmd"})))
+    assert quality.layout.xaxis.title.text == loss.layout.xaxis.title.text == "inversion epoch"  # PLI's axis
 
 
 def _chart_page(status: str):

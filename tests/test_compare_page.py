@@ -418,6 +418,13 @@ def test_each_runs_caption_says_where_the_private_data_is():
     assert table.loc["LPIPS"].tolist() == ["0.118", "< 0.001"]
 
 
+def _nodes(node):
+    """Every element under `node`, in page order."""
+    for child in (node.children.values() if isinstance(getattr(node, "children", None), dict) else []):
+        yield child
+        yield from _nodes(child)
+
+
 def _pictures(node):
     """The decoded pictures of a page's image elements, in page order."""
     import base64
@@ -460,8 +467,11 @@ def test_a_live_scene_shows_the_attack_s_stage_and_pli_s_accuracy_while_it_runs(
 
     from leakdemo.events import Progress
 
+    from types import SimpleNamespace
+
     class Handle:  # what the pool's handle offers the scene, mid-run
         lock, status, done, error, finished = threading.Lock(), "running", False, None, None
+        scenario = SimpleNamespace(params={"protocol": "fedmd", "attack": "pli"})
         started = Started({}, {}, np.random.rand(3, 8, 8, 3), ["a", "b", "c"], [0, 1, 2], 200, "cpu", "", 1.0)
         latest = Progress(40, 200, 4.9, 0.3, psnr=11.0, images=np.random.rand(3, 8, 8, 3),
                           checks={"attack_accuracy": 0.4}, stage="round 2 of 5: new logits arrived, training on them")
@@ -486,7 +496,10 @@ def test_a_live_scene_shows_the_attack_s_stage_and_pli_s_accuracy_while_it_runs(
     assert {m.label: m.value for m in at.metric}["Time"] == "15 s"
     Handle.since_latest = lambda self: 0.0
     from leakdemo.dashboard.presenter import live_caption
-    assert live_caption("left: x", Handle.latest, None) == \
-        "left: x · iteration 40 of 200 · round 2 of 5: new logits arrived, training on them"
+    assert live_caption("left: x", Handle.latest, None, "inversion epoch") == \
+        "left: x · inversion epoch 40 of 200 · round 2 of 5: new logits arrived, training on them"
     done = Finished("finished", {"psnr": 12.0}, np.random.rand(3, 8, 8, 3), 20.0, 200)
     assert live_caption("left: x", Handle.latest, done) == "left: x · iteration 200 of 200"
+    captions = [im.caption for node in _nodes(at._tree) if getattr(node, "type", None) == "image"
+                for im in node.proto.imgs]
+    assert len(captions) == 1 and "· inversion epoch 40 of 200 · round 2 of 5" in captions[0], captions

@@ -165,6 +165,7 @@ def test_pli_recovers_private_classes_and_beats_tbi(tmp_path):
     summary = _summary(fin)
     assert summary.startswith(f"Finished: attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{n} "
                               "target classes)") and "label accuracy" not in summary, summary
+    assert f"target classes), {fin.iterations} inversion epochs in " in summary  # as the Lab counts them
     assert f"TBI baseline alongside: attack accuracy {m['baseline_attack_accuracy']:.2f}" in summary
     store = RunStore(str(tmp_path / "runs.sqlite"))
     store.record("k", "cli", {"params": {"attack": "pli"}}, events[0], fin, [])

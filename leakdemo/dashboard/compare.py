@@ -361,7 +361,7 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         if baseline is not None:
             where += " · bottom: the TBI baseline" + ("" if final else ", shown at the end")
         url, _ = png_once(("compare", ref, it, final), picture)
-        col.image(url, caption=f"iteration {it} of {run.finished.iterations} · {where}", width="stretch")
+        col.image(url, caption=f"{catalog.step_noun(p)} {it} of {run.finished.iterations} · {where}", width="stretch")
     st.plotly_chart(_curves(runs, pos), key="c_curves", config={"displayModeBar": False})
     if (TICK if st.session_state.get("c_playing") else None) != pace:
         st.rerun()

@@ -358,19 +358,20 @@ def threat_card(s, folded: bool = False) -> None:
 
 def _chart(handle):
     c = {k: v.items for k, v in handle.curves.items()}
+    noun = catalog.step_noun(handle.scenario.params)  # PLI's curves share the accuracy chart's axis
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=c["iteration"], y=c["psnr"], name="PSNR (dB)", line=dict(color=RECON_COLOR, width=3)))
     fig.add_trace(go.Scatter(x=c["iteration"], y=c["ssim"], name="SSIM", yaxis="y2",
                              line=dict(color=ORIGINAL_COLOR, width=2, dash="dot")))
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Reconstruction quality",
-                      xaxis_title="iteration", yaxis=dict(title="PSNR (dB)", rangemode="tozero"),
+                      xaxis_title=noun, yaxis=dict(title="PSNR (dB)", rangemode="tozero"),
                       yaxis2=dict(title="SSIM", overlaying="y", side="right", range=[0, 1], showgrid=False,
                                   # Streamlit's theme syncs an overlaid axis's ticks to the PSNR grid (0.569, 0.853…)
                                   tickmode="array", tickvals=[0, 0.25, 0.5, 0.75, 1]),
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))
     loss = go.Figure(go.Scatter(x=c["iteration"], y=c["loss"], name="loss", line=dict(color="#555", width=2)))
     loss.update_layout(height=300, margin=MARGIN, title="Attack loss (its own objective)",
-                       xaxis_title="iteration", yaxis=log_axis(c["loss"]), font=dict(size=14))
+                       xaxis_title=noun, yaxis=log_axis(c["loss"]), font=dict(size=14))
     return fig, loss
 
 
@@ -406,8 +407,9 @@ def run_view(handle) -> None:
         seconds = latest.seconds + since  # the clock runs on between events (RunHandle.since_latest)
         left = None if latest.eta is None else max(0.0, latest.eta - since)
         eta = f" · about {left:.0f} s left" if left is not None and seconds > 1 else ""
+        noun = catalog.step_noun(handle.scenario.params)
         st.progress(min(1.0, latest.iteration / max(latest.total, 1)),
-                    text=f"Iteration {latest.iteration} / {latest.total}{f' · {latest.stage}' if latest.stage else ''}"
+                    text=f"{noun[0].upper() + noun[1:]} {latest.iteration} / {latest.total}{f' · {latest.stage}' if latest.stage else ''}"
                          f" · {seconds:.1f} s{eta}"
                          + (" · stopping…" if handle.stopping else ""))
     if status == "failed":
@@ -419,7 +421,7 @@ def run_view(handle) -> None:
         return
     if status in ("finished", "stopped") and fin is not None:
         word = "Finished" if status == "finished" else "Stopped"
-        st.success(f"**{word}** after {fin.iterations} iterations in {fin.seconds:.1f} s."
+        st.success(f"**{word}** after {plural(fin.iterations, catalog.step_noun(handle.scenario.params))} in {fin.seconds:.1f} s."
                    + (f" The attack {fin.metrics['note']}." if fin.metrics.get("note") else ""),
                    icon=":material/check_circle:")
     if notes:  # one line, newest last: three captions took ~120 px above the pictures on a projector

@@ -204,7 +204,7 @@ def showcase_body(path: str, run_id: int, pace) -> None:
     picture, where = _picture(originals, images, baseline,
                               run.finished.metrics.get("psnr_per_image") if final else None, verdicts)
     left, right = st.columns([3, 1])
-    left.image(picture, caption=f"{where} · iteration {it} of {run.finished.iterations}", clamp=True,
+    left.image(picture, caption=f"{where} · {catalog.step_noun(run.scenario.get('params', {}))} {it} of {run.finished.iterations}", clamp=True,
                width="stretch")
     m = run.finished.metrics
     if m.get("attack_accuracy") is not None:
@@ -279,15 +279,15 @@ def live_scene(preset: str, choices: dict) -> None:
     st.fragment(run_every=pace)(live_body)(preset, pace)
 
 
-def live_caption(where: str, latest, fin) -> str:
-    """Where the private data is, the iteration, and — while it runs — the attack's stage (PLI's round,
-    CAFE's step, compiling), as the Lab's progress bar shows it."""
+def live_caption(where: str, latest, fin, noun: str = "iteration") -> str:
+    """Where the private data is, the iteration (`noun`: PLI's inversion epoch), and — while it runs — the
+    attack's stage (PLI's round, CAFE's step, compiling), as the Lab's progress bar shows it."""
     if fin is not None:
-        return f"{where} · iteration {fin.iterations} of {fin.iterations}"
+        return f"{where} · {noun} {fin.iterations} of {fin.iterations}"
     if latest is None:
-        return f"{where} · iteration 0 of …"
+        return f"{where} · {noun} 0 of …"
     stage = f" · {latest.stage}" if latest.stage else ""
-    return f"{where} · iteration {latest.iteration} of {latest.total}{stage}"
+    return f"{where} · {noun} {latest.iteration} of {latest.total}{stage}"
 
 
 def live_body(preset: str, pace) -> None:
@@ -311,7 +311,7 @@ def live_body(preset: str, pace) -> None:
         picture, where = _picture(originals, images, getattr(fin, "baseline", None),
                                   fin.metrics.get("psnr_per_image") if fin is not None else None,
                                   fin.metrics.get("success") if fin is not None else None)
-        left.image(picture, caption=live_caption(where, latest, fin), clamp=True, width="stretch")
+        left.image(picture, caption=live_caption(where, latest, fin, catalog.step_noun(handle.scenario.params)), clamp=True, width="stretch")
     if fin is not None:
         m = fin.metrics
         if m.get("attack_accuracy") is not None:
