@@ -232,13 +232,33 @@ def load_batch(p: dict, uploads: list[tuple[str, np.ndarray]] | None = None, cou
         imgs = [to_square_rgb(a, size) for _, a in uploads[:bs]]
         return _batch(imgs, np.arange(bs) % classes, [n for n, _ in uploads[:bs]])
     source = p["data"]
-    names = item_names(source, p)
-    wanted = _checked_request(p, names, bs, count_name)
-    rng = np.random.default_rng(p["seed"])
-    rest = [n for n in names if n not in wanted]
-    keys = wanted + [rest[i] for i in rng.permutation(len(rest))[: bs - len(wanted)]]
+    wanted, picked = batch_keys(p, bs, count_name)
+    keys = wanted + picked
     items = [_picked(source, k, p, k in wanted) for k in keys]
     return _batch([i[0] for i in items], [i[1] for i in items], [i[2] for i in items], keys)
+
+
+def batch_keys(p: dict, count: int, count_name: str = "batch_size") -> tuple[list[str], list[str]]:
+    """The items a batch of `count` takes from its source, no image read: the named `images` it starts with,
+    and the ones the seed picks for the rest."""
+    names = item_names(p["data"], p)
+    wanted = _checked_request(p, names, count, count_name)
+    rng = np.random.default_rng(p["seed"])
+    rest = [n for n in names if n not in wanted]
+    return wanted, [rest[i] for i in rng.permutation(len(rest))[: count - len(wanted)]]
+
+
+def planned_batch(p: dict) -> tuple[list[str], list[str]] | None:
+    """What a run of `p` will take as the client's private data, before anything is loaded (the Lab shows it
+    under the image picker): (named, picked by the seed). None where the data is not a pick of whole items —
+    logit sharing builds its own, a torchvision set is only opened by the run, vertical FL with more samples
+    than photos crops them."""
+    if p["protocol"] not in ("fedsgd", "fedavg", "vfl") or p.get("data") in (None, "torchvision"):
+        return None
+    count, count_name = private_batch(p)
+    if p["protocol"] == "vfl" and p["data"] == "samples" and count > len(available_samples()):
+        return None
+    return batch_keys(p, count, count_name)
 
 
 def _picked(source: str, key: str, p: dict, named: bool) -> tuple[np.ndarray, int, str]:

@@ -336,6 +336,29 @@ def test_the_page_draws_before_the_gallery_thumbnails_and_shows_them_when_ready(
         lab_page._gallery.clear()
 
 
+def test_the_sidebar_shows_every_photo_the_run_will_take():
+    """invgrad-fedavg's client holds 4 photos and names one (chelsea): the sidebar showed chelsea alone. Its
+    thumbnails are now the batch the run loads — the named photo, then the seed's picks — and a new seed
+    picks others."""
+    from leakdemo.dashboard import lab as lab_page
+    from leakdemo.data import load_batch
+    assert lab_page._gallery().ready.wait(120)
+    at = lab(preset="invgrad-fedavg")
+
+    def thumbnails():
+        [under_the_list] = at.sidebar.get("image")[1:]  # after the gallery's expander
+        return [im.caption for im in under_the_list.proto.imgs]
+    p = from_preset("invgrad-fedavg").params
+    ran = load_batch(p, count=4).keys
+    assert thumbnails() == ran and ran[0] == "chelsea" and len(set(ran)) == 4
+    assert any(c.value == "The seed (0) picked 3 more — name photos above to choose them." for c in at.sidebar.caption)
+    widget(at, "Seed").set_value(5).run()
+    assert thumbnails()[0] == "chelsea" and thumbnails() == load_batch({**p, "seed": 5}, count=4).keys != ran
+    widget(at, "Images (the batch starts with these)").set_value(["coffee", "rocket", "camera", "moon"]).run()
+    assert thumbnails() == ["coffee", "rocket", "camera", "moon"]
+    assert not any("picked" in c.value for c in at.sidebar.caption)  # all named: nothing left to the seed
+
+
 def test_a_bad_server_setting_shows_in_the_sidebar():
     from leakdemo.dashboard import pool
     pool.CONFIG_PROBLEMS.append("LEAKDEMO_MAX_RUNS: must be an integer in [1, 64], got 'many'; using 2")

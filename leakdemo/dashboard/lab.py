@@ -17,7 +17,7 @@ import streamlit as st
 from .. import catalog, privacy
 from ..attacks.notes import PASSING_NOTES
 from ..artifacts import MOSAIC_FROM, upscale
-from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, sample_image
+from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, planned_batch, sample_image
 from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
@@ -34,6 +34,7 @@ from .views import images as images_view
 POLL_SECONDS = 0.5  # a running run's frames
 QUEUED_POLL_SECONDS = 2.0  # a queued run's place in the line
 CHART_SECONDS = 1.5  # the curves' refresh while a run lives
+PREVIEW_THUMBS = 8  # the batch's thumbnails under the image picker (two rows of the sidebar)
 
 # Five figures share the main area: on a 1024-px laptop each has 100 px, and "17.9 dB" at 2.1rem needs 104
 # ("17.9 …"); below ~1100 px the figures shrink with the window (a column is about (100vw − 520 px) / 5).
@@ -199,6 +200,7 @@ def sidebar() -> tuple:
 
     sb.markdown("**Private data**")
     param_widget(catalog.PROTOCOLS[s["protocol"]].param("data"), sb)
+    preview = None
     if s["protocol"] in catalog.LOGIT_PROTOCOLS:  # the federation's data is built, not picked or uploaded
         uploads = []
         for p in groups.get("data", []):
@@ -209,7 +211,7 @@ def sidebar() -> tuple:
         if st.session_state.get("images_source", source) != source:  # names belong to their source
             st.session_state["w_images"] = ""
         st.session_state["images_source"] = source
-        uploads = _data_widgets(sb, source)
+        uploads, preview = _data_widgets(sb, source)
     for p in groups.get("protocol", []):
         param_widget(p, sb)
     with sb.expander("Model and image size"):
@@ -232,6 +234,14 @@ def sidebar() -> tuple:
     with sb.expander("Replay a showcase"):
         _showcase_picker()
 
+    resolved = _resolved(s, uploads)
+    if preview is not None and not uploads:  # uploads replace the photos: no thumbnails of photos not used
+        _batch_preview(preview, resolved[0] if resolved[1] is None else None)
+    return resolved
+
+
+def _resolved(s, uploads) -> tuple:
+    """The sidebar's widgets as a scenario: (scenario or None, error message or None, uploads)."""
     values = {k[2:]: v for k, v in st.session_state.items() if k.startswith("w_") and k[2:] in
               catalog.params_for(s["protocol"], s["attack"], s["defense"])}
     if st.session_state.get("w_data") == "samples":
@@ -257,8 +267,33 @@ def sidebar() -> tuple:
     return s2, None, uploads
 
 
+def _batch_preview(where, scenario) -> None:
+    """Thumbnails of the photos a run will take: the named ones, then those the seed picks (a FedAvg client's
+    4 images, a round's 8, showed only the one named). Only the named ones while the settings are invalid."""
+    thumbs = _gallery().pngs
+    named, picked = list(st.session_state.get("w_gallery", [])), []
+    if scenario is not None:
+        try:
+            named, picked = planned_batch(scenario) or (named, [])
+        except LeakdemoError:  # said in the run panel already
+            pass
+    shown = [n for n in (named + picked)[:PREVIEW_THUMBS] if thumbs and n in thumbs]
+    if not shown:
+        where.empty()
+        return
+    with where.container():
+        st.image([thumbs[n] for n in shown], caption=shown, width=64)
+        more = len(named) + len(picked) - len(shown)
+        if picked:
+            which = f"{len(picked)} more" if named else ("all" if len(picked) > 1 else "it")
+            st.caption(f"The seed ({scenario['seed']}) picked {which}" + (f"; {more} not shown" if more else "")
+                       + " — name photos above to choose them.")
+
+
 def _data_widgets(where, source: str):
-    """The gallery of built-in photos, or indices for other sources; plus the upload box."""
+    """The gallery of built-in photos, or indices for other sources; plus the upload box (and, for the
+    photos, a place for the batch's thumbnails)."""
+    preview = None
     if source == "samples":
         where.multiselect("Images (the batch starts with these)", available_samples(), key="w_gallery",
                           help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
@@ -269,9 +304,7 @@ def _data_widgets(where, source: str):
             else:
                 st.caption(f"The thumbnails could not be made ({_gallery().error})." if _gallery().error
                            else "Preparing the thumbnails (once per server start)…")
-        chosen = [n for n in st.session_state.get("w_gallery", [])[:8] if thumbs and n in thumbs]
-        if chosen:
-            where.image([thumbs[n] for n in chosen], caption=chosen, width=64)
+        preview = where.empty()  # filled once the scenario is resolved: the seed's picks need it
     elif source == "folder":
         param_widget(catalog.PROTOCOLS["fedsgd"].param("folder"), where)
         where.text_input("Images (file names, comma-separated)", key="w_images")
@@ -304,7 +337,7 @@ def _data_widgets(where, source: str):
             uploads.append((f.name, decoded[f.file_id]))
     for e in errors:
         where.error(e)
-    return uploads
+    return uploads, preview
 
 
 # ---------------------------------------------------------------- main area
