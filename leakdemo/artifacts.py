@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+from functools import lru_cache
 
 import numpy as np
 
@@ -103,15 +104,141 @@ def shown_originals(originals: np.ndarray, metrics: dict) -> np.ndarray:
     return originals if ids is None else originals[np.asarray(ids)]
 
 
+# ---------------------------------------------------------------- captions: a downloaded picture says what it shows
+
+CAPTION_PX = 13  # font size of the band under a downloaded picture, up to CAPTION_PX_MAX under a wide one
+CAPTION_PX_MAX = 22
+CAPTION_MIN_WIDTH = 300  # a one-photo grid (136 px) is widened, centred, rather than wrap its caption word by word
+CAPTION_PAD = 6
+
+
+@lru_cache(maxsize=None)
+def _font(size: int = CAPTION_PX):
+    """DejaVu Sans from matplotlib's own files (offline; it has σ, ε, ≥ and ·, which Pillow's built-in font
+    draws as boxes), found without importing matplotlib; Pillow's font where that file is missing."""
+    from importlib.util import find_spec
+
+    from PIL import ImageFont
+    spec = find_spec("matplotlib")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        try:
+            return ImageFont.truetype(os.path.join(folder, "mpl-data", "fonts", "ttf", "DejaVuSans.ttf"), size)
+        except OSError:
+            continue
+    return ImageFont.load_default(size=size)
+
+
+def wrapped(lines: list[str], width: int, font) -> list[str]:
+    """The lines broken at spaces so that each fits `width` pixels (a single word wider stays whole)."""
+    out = []
+    for line in lines:
+        row = ""
+        for word in line.split(" "):
+            trial = f"{row} {word}" if row else word
+            if row and font.getlength(trial) > width:
+                out.append(row)
+                row = word
+            else:
+                row = trial
+        out.append(row)
+    return out
+
+
+def captioned(picture: np.ndarray, lines: list[str], rows: int = 0) -> np.ndarray:
+    """The picture above a white band holding `lines` (wrapped to its width; at least `rows` text rows tall,
+    so that a GIF's frames keep one size), widened with white, picture centred, where it is narrower than
+    CAPTION_MIN_WIDTH."""
+    from PIL import Image, ImageDraw
+    width = max(picture.shape[1], CAPTION_MIN_WIDTH)
+    font = _font(_caption_px(width))
+    text = wrapped(lines, width - 2 * CAPTION_PAD, font)
+    line_px = round(_caption_px(width) * 1.35)
+    band = 2 * CAPTION_PAD + line_px * max(len(text), rows)
+    canvas = Image.new("RGB", (width, picture.shape[0] + band), "white")
+    canvas.paste(Image.fromarray(picture), ((width - picture.shape[1]) // 2, 0))
+    draw = ImageDraw.Draw(canvas)
+    for i, row in enumerate(text):
+        draw.text((CAPTION_PAD, picture.shape[0] + CAPTION_PAD + i * line_px), row, fill=(60, 60, 60), font=font)
+    return np.asarray(canvas)
+
+
+def _caption_px(width: int) -> int:
+    """The caption's font size under a picture this wide: CAFE's 1772-px mosaics read it at 17 px."""
+    return min(CAPTION_PX_MAX, max(CAPTION_PX, width // 100))
+
+
+def caption_rows(lines: list[str], picture_width: int) -> int:
+    """How many text rows `captioned` gives these lines under a picture this wide."""
+    width = max(picture_width, CAPTION_MIN_WIDTH)
+    return len(wrapped(lines, width - 2 * CAPTION_PAD, _font(_caption_px(width))))
+
+
+def layout_words(n: int, params: dict, baseline: bool = False, verdicts: bool = False) -> str:
+    """What is where in a pair_grid of n private images (or classes), as the Lab's captions say it."""
+    from .catalog import ATTACKS, LOGIT_PROTOCOLS
+    attack = ATTACKS[params["attack"]].short if params.get("attack") in ATTACKS else "the attack"
+    if params.get("protocol") in LOGIT_PROTOCOLS or verdicts:
+        words = (f"top: each private class's mean image (never sent) · {'middle' if baseline else 'below'}: "
+                 f"{attack}'s reconstruction"
+                 + (", framed green where it passes the attack-accuracy test, red where not" if verdicts else ""))
+    elif n >= MOSAIC_FROM and not baseline:
+        words = "left: the private images (never sent) · right: what the server rebuilt"
+    else:
+        words = f"top: the private {'image' if n == 1 else 'images'} (never sent) · below: what the server rebuilt"
+    return words + (" · bottom: the TBI baseline (client logits only)" if baseline else "")
+
+
+def _scenario_words(params: dict) -> list[str]:
+    """'DLG on FedSGD · no defense': the run a picture comes from ([] for an unknown scenario)."""
+    from .catalog import defense_phrase, headline
+    if not params.get("attack") or not params.get("protocol"):
+        return []
+    return [f"{headline(params)} · {defense_phrase(params)}"]
+
+
+def _result_words(finished, params: dict) -> str:
+    from .catalog import step_noun
+    from .words import fixed, plural
+    m = finished.metrics
+    after = f"{'stopped' if finished.status == 'stopped' else ''} after {plural(finished.iterations, step_noun(params))}"
+    if m.get("attack_accuracy") is not None:
+        return (f"attack accuracy {m['attack_accuracy']:.0%} ({sum(m['success'])} of {len(m['success'])} "
+                f"classes) {after.strip()}")
+    if m.get("psnr") is None:
+        return after.strip()
+    return f"PSNR {m['psnr']:.1f} dB, SSIM {fixed(m['ssim'])} {after.strip()}"
+
+
+def grid_png(originals: np.ndarray, finished, params: dict) -> np.ndarray:
+    """grid.png: originals beside the result (pair_grid), above what they are and the run's figures."""
+    verdicts = finished.metrics.get("success")
+    picture = pair_grid(originals, finished.images, psnr=finished.metrics["psnr_per_image"],
+                        baseline=finished.baseline, verdicts=verdicts)
+    judged = verdicts is not None and len(verdicts) == len(originals)
+    lines = _scenario_words(params) + [layout_words(len(originals), params, finished.baseline is not None, judged)]
+    if len(originals) >= MOSAIC_FROM and finished.baseline is None and not judged:
+        lines[-1] += ", framed green from 30 dB, amber from 20 dB, red below"
+    return captioned(picture, lines + [_result_words(finished, params)])
+
+
 def png_bytes(image: np.ndarray) -> bytes:
     import imageio.v3 as iio
     return iio.imwrite("<bytes>", image, extension=".png")
 
 
-def gif_bytes(originals: np.ndarray, keyframes: list[tuple[int, np.ndarray]], cell: int = 96) -> bytes:
-    """originals on top (or left), the reconstruction at each kept keyframe below; the last frame lingers."""
+def gif_bytes(originals: np.ndarray, keyframes: list[tuple[int, np.ndarray]], cell: int = 96,
+              params: dict | None = None, total: int | None = None) -> bytes:
+    """originals on top (or left), the reconstruction at each kept keyframe below, over a band that says
+    what is where and which iteration it is; the last frame lingers."""
     import imageio.v3 as iio
-    frames = [pair_grid(originals, images, cell, width=480) for _, images in keyframes]
+    from .catalog import step_noun
+    params = params or {}
+    pictures = [pair_grid(originals, images, cell, width=480) for _, images in keyframes]
+    head = _scenario_words(params) + [layout_words(len(originals), params)]
+    noun = step_noun(params)
+    lines = [head + [f"{noun} {it}" + (f" of {total}" if total else "")] for it, _ in keyframes]
+    rows = max(caption_rows(each, pictures[0].shape[1]) for each in lines)
+    frames = [captioned(p, each, rows) for p, each in zip(pictures, lines)]
     durations = [120] * (len(frames) - 1) + [2000]
     if len(frames) == 1:  # a run stopped at its first frame: Pillow takes one frame's duration as a number
         durations = durations[0]
@@ -154,10 +281,10 @@ def run_files(scenario_json: str, originals: np.ndarray, finished, keyframes) ->
     """A finished run's files, name -> bytes: what `run --out` and `runs export` write and the Lab offers
     for download, under the same names."""
     originals = shown_originals(originals, finished.metrics)
+    params = json.loads(scenario_json).get("params", {}) if scenario_json else {}
     files = {
-        "grid.png": png_bytes(pair_grid(originals, finished.images, psnr=finished.metrics["psnr_per_image"],
-                                        baseline=finished.baseline, verdicts=finished.metrics.get("success"))),
-        "progress.gif": gif_bytes(originals, keyframes),
+        "grid.png": png_bytes(grid_png(originals, finished, params)),
+        "progress.gif": gif_bytes(originals, keyframes, params=params, total=finished.iterations),
         "metrics.json": metrics_json(finished),
         "history.csv": metrics_csv(finished.history).encode(),
         "scenario.json": scenario_json.encode(),

@@ -166,6 +166,43 @@ def test_a_progress_gif_of_one_frame_is_written():
     assert gif.n_frames == 1 and gif.size[0] > 8
 
 
+def test_downloaded_pictures_say_what_they_show():
+    """grid.png and progress.gif go into slides, away from the page that said what they show: each carries
+    a band under the pictures — the run, what is where, its figures or the frame's iteration."""
+    import io
+
+    import numpy as np
+    from PIL import Image, ImageSequence
+
+    from leakdemo.artifacts import _result_words, _scenario_words, layout_words, pair_grid, run_files
+    from leakdemo.events import Finished
+    from leakdemo.scenario import from_preset
+    scenario = from_preset("dlg", {"batch_size": 2})
+    rng = np.random.default_rng(0)
+    originals, final = rng.random((2, 8, 8, 3)), rng.random((2, 8, 8, 3))
+    fin = Finished("finished", {"psnr": 31.24, "ssim": 0.9, "psnr_per_image": [30.0, 32.5]}, final, 4.0, 100)
+    files = run_files(scenario.to_json(), originals, fin, [(0, originals * 0), (50, final / 2), (100, final)])
+    params = scenario.params
+    assert _scenario_words(params) == ["DLG on FedSGD · no defense"]
+    assert layout_words(2, params) == "top: the private images (never sent) · below: what the server rebuilt"
+    assert _result_words(fin, params) == "PSNR 31.2 dB, SSIM 0.900 after 100 iterations"
+    grid = np.asarray(Image.open(io.BytesIO(files["grid.png"])).convert("RGB"))
+    pair = pair_grid(originals, final, psnr=[30.0, 32.5])
+    left = (grid.shape[1] - pair.shape[1]) // 2  # a narrow pair is centred over its caption
+    assert (grid[:pair.shape[0], left:left + pair.shape[1]] == pair).all()
+    band = grid[pair.shape[0]:]
+    assert band.shape[0] > 40 and (band < 100).any()  # three lines of dark text
+    frames = [np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(Image.open(io.BytesIO(files["progress.gif"])))]
+    assert len(frames) == 3 and len({f.shape for f in frames}) == 1  # one size, whatever each frame's caption
+    first, last = (frames[i].astype(int) for i in (0, -1))
+    height = pair_grid(originals, final, 96, width=480).shape[0]
+    third = (first.shape[0] - height) // 3
+    # "DLG on FedSGD · no defense" and where is what on every frame (the GIF's palettes shift them a little),
+    # then "iteration 0 of 100" on the first, "iteration 100 of 100" on the last
+    assert abs(first[height:-third] - last[height:-third]).max() < 60
+    assert abs(first[-third:] - last[-third:]).max() > 150
+
+
 def test_bench_covers_vertical_fl_and_logit_sharing(tmp_path):
     """`bench` with no preset runs every standard one: it stopped with a KeyError traceback at `cafe`, the first
     preset that takes a data set instead of named images. Its row names the data set; "total s" is the wall

@@ -149,12 +149,16 @@ def test_pli_recovers_private_classes_and_beats_tbi(tmp_path):
 
     from PIL import Image
 
-    from leakdemo.artifacts import GAP, GRID_CELL, VERDICT_COLORS, run_files
+    from leakdemo.artifacts import GAP, GRID_CELL, VERDICT_COLORS, layout_words, run_files
     fin, n, h = events[-1], len(m["success"]), events[-1].images.shape[1]
     png = run_files("{}", events[0].originals, fin, [(fin.iterations, fin.images)])["grid.png"]
     picture = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
     side = GRID_CELL // h * h + 2 * 2  # each image enlarged a whole number of times, in a 2-px frame
-    block = picture.shape[0] // 3  # class means, PLI, TBI: equal blocks
+    block = (-(-n // 10) * (side + GAP) + GAP)  # class means, PLI, TBI: equal blocks, a caption under them
+    assert (picture[3 * block:] < 128).any() and (picture[3 * block:3 * block + 4] == 255).all()
+    assert layout_words(n, {"protocol": "fedmd", "attack": "pli"}, baseline=True, verdicts=True) == (
+        "top: each private class's mean image (never sent) · middle: PLI's reconstruction, framed green where it "
+        "passes the attack-accuracy test, red where not · bottom: the TBI baseline (client logits only)")
     corners = [tuple(int(c) for c in picture[block + GAP, GAP + j * (side + GAP)]) for j in range(min(n, 10))]
     assert corners == [tuple(round(255 * c) for c in VERDICT_COLORS[bool(ok)]) for ok in m["success"][:10]]
     # the CLI's summary and the run store lead with the figure PLI is judged by, its attack accuracy: the summary
