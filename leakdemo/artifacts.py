@@ -167,6 +167,29 @@ def _caption_px(width: int) -> int:
     return min(CAPTION_PX_MAX, max(CAPTION_PX, width // 100))
 
 
+def labelled_row(images: list[np.ndarray], captions: list[str], name: str = "", cell: int = 96) -> np.ndarray:
+    """Images side by side, each over its caption ('0.01 · 15.0 dB' as two centred lines: the value, then the
+    figure; wrapped to the picture's width), under the row's `name` where it has one (a second axis's value: 'clip norm = 4')."""
+    from PIL import Image, ImageDraw
+    tiles = [upscale(im, cell) for im in images]
+    side = tiles[0].shape[0]
+    font, line_px = _font(CAPTION_PX - 1), round((CAPTION_PX - 1) * 1.35)
+    split = [wrapped(caption.split(" · "), side, font) for caption in captions]
+    top = line_px + GAP if name else 0
+    height = top + side + GAP + line_px * max(len(s) for s in split) + 2 * GAP
+    canvas = Image.new("RGB", (len(tiles) * (side + GAP) + GAP, height), "white")
+    draw = ImageDraw.Draw(canvas)
+    if name:
+        draw.text((GAP, GAP), name, fill=(60, 60, 60), font=font)
+    for j, (tile, rows) in enumerate(zip(tiles, split)):
+        x = GAP + j * (side + GAP)
+        canvas.paste(Image.fromarray((np.clip(tile, 0, 1) * 255).round().astype(np.uint8)), (x, top + GAP))
+        for i, row in enumerate(rows):
+            draw.text((x + (side - font.getlength(row)) / 2, top + side + 2 * GAP + i * line_px), row,
+                      fill=(60, 60, 60), font=font)
+    return np.asarray(canvas)
+
+
 def caption_rows(lines: list[str], picture_width: int) -> int:
     """How many text rows `captioned` gives these lines under a picture this wide."""
     width = max(picture_width, CAPTION_MIN_WIDTH)

@@ -701,6 +701,33 @@ def headline(params: dict) -> str:
             + (", secure aggregation" if several and params.get("secure_aggregation") else ""))
 
 
+NAMED_AFTER_PEOPLE = ("Gaussian", "Laplace")  # a title's first word that keeps its capital in mid-sentence
+
+
+def in_sentence(title: str) -> str:
+    """A title as the middle of a sentence has it: 'magnitude pruning', but 'Gaussian noise', 'DP-SGD'."""
+    first = title.split(" ")[0]
+    if first in NAMED_AFTER_PEOPLE or first[1:2].isupper():
+        return title
+    return title[:1].lower() + title[1:]
+
+
+def sweep_title(params: dict, axis: str, preset: str | None = None) -> str:
+    """What a sweep of `axis` over this scenario is called (the Trade-offs page's heading, the CLI's
+    tradeoff.png): 'iDLG against magnitude pruning (idlg)' where the defense's strength is swept, 'DLG
+    against batch size (dlg)' for a protocol knob that defends, 'DLG, varying iterations (dlg)' else."""
+    attack = ATTACKS[params["attack"]].short if params.get("attack") in ATTACKS else str(params.get("attack"))
+    defense = DEFENSES.get(params.get("defense", "none"))
+    knob = _param(params, axis)
+    if defense is not None and params.get("defense") != "none" and defense.param(axis):
+        head = f"{attack} against {in_sentence(defense.title)}"
+    elif knob is not None and knob.defends:
+        head = f"{attack} against {in_sentence(knob.title.split(' (')[0])}"
+    else:
+        head = f"{attack}, varying {param_label(params, axis)}"
+    return head + (f" ({preset})" if preset else "")
+
+
 def defense_name(defense: str) -> str:
     """'no defense', 'Gaussian noise', … for a defense's code (one an older store knows and we do not: as it is)."""
     if defense == "none":

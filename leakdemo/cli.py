@@ -513,10 +513,12 @@ def cmd_sweep(args) -> int:
                              f"{', '.join(presets_of_sweeps.sweeps())}; presets: {', '.join(presets())}")
         base = load(args.scenario, overrides)
         seeds = args.seeds if args.seeds is not None else 1  # 0 is refused by Sweep, not read as "not given"
-        varies, images, title = args.vary, args.images, f"{args.scenario}: sweep"
+        varies, images, title = args.vary, args.images, None
     if not varies:
         raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N (or NAME=a,b,c)")
     axes = [parse_axis(v, base) for v in varies]
+    if title is None:  # "DLG against Gaussian noise (dlg)", as the Trade-offs page heads it ("dlg: sweep" said nothing)
+        title = catalog.sweep_title(base.params, axes[0].name, base.preset)
     image_list = listed(images, "--images")
     address = args.address or os.environ.get("LEAKDEMO_RAY_ADDRESS") or None
     backend = args.backend or ("ray" if args.address else "local")

@@ -283,13 +283,43 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
     return buf.getvalue()
 
 
-def strip_png(rows: list[dict]) -> bytes | None:
-    """Original, then the first run's reconstruction at each point in order (the first image of each)."""
-    from .artifacts import grid, png_bytes
+def strip_figure(r: dict, key: str) -> str:
+    """A strip picture's figure; the no-break space keeps "5.6 dB" whole when a narrow caption wraps."""
+    return f"{r[key]:.0%}" if key == "attack_accuracy" else f"{r['psnr']:.1f}\u00a0dB"
+
+
+def strip_series(rows: list[dict], axes: list[str], base: dict | None = None) -> list[tuple[str, list]]:
+    """The strip as the page and strip.png show it: per line of the sweep (one, or one per value of a second
+    axis), its name and its pictures with their captions — the private image, the undefended point, then the
+    first run's first image at each strength, in order ('0.01 · 15.0 dB')."""
     pics = [r for r in rows if r.get("thumbnail") is not None and len(r["thumbnail"])]
-    if not pics or pics[0].get("originals") is None:
+    if not pics or not axes or pics[0].get("originals") is None:
+        return []
+    key = privacy_key(rows)
+    clean = next((r for r in pics if r["undefended"]), None)
+    head = [("the private image", pics[0]["originals"][0])]
+    if clean is not None:
+        head.append((f"no defense · {strip_figure(clean, key)}", clean["thumbnail"][0]))
+    return [(name, head + [(f"{value_text(r.get(axes[0]))} · {strip_figure(r, key)}", r["thumbnail"][0])
+                           for r in series])
+            for name, series in named_series(pics, axes, base)]
+
+
+def strip_png(rows: list[dict], axes: list[str], title: str, base: dict | None = None) -> bytes | None:
+    """strip.png: the page's strip — each picture over its caption, a row per line of the sweep — above what
+    it shows (the sweep, the swept setting left to right)."""
+    from .artifacts import captioned, labelled_row, png_bytes
+    lines = strip_series(rows, axes, base)
+    if not lines:
         return None
-    return png_bytes(grid([[pics[0]["originals"][0]] + [r["thumbnail"][0] for r in pics]], cell=96))
+    blocks = [labelled_row([img for _, img in items], [caption for caption, _ in items], name)
+              for name, items in lines]
+    width = max(b.shape[1] for b in blocks)
+    picture = np.concatenate([np.pad(b, ((0, 0), (0, width - b.shape[1]), (0, 0)), constant_values=255)
+                              for b in blocks])
+    return png_bytes(captioned(picture, [title, f"Left to right: {axis_title(axes[0], base)}. Each picture is the "
+                                                "first image of the point's first run; its figure, the point's "
+                                                "median over all its runs."]))
 
 
 def write_all(out_dir: str, rows: list[dict], axes: list[str], title: str, meta: dict, log: bool = False,
@@ -299,7 +329,7 @@ def write_all(out_dir: str, rows: list[dict], axes: list[str], title: str, meta:
              "sweep.json": json.dumps({**meta, "utility_is_one_figure": one_figure, "rows": [plain(r) for r in rows]},
                                       indent=2).encode(),
              "tradeoff.png": tradeoff_png(rows, title, axes, log, x, base, one_figure)}
-    strip = strip_png(rows)
+    strip = strip_png(rows, axes, title, base)
     if strip is not None:
         files["strip.png"] = strip
     for name, data in files.items():

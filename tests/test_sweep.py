@@ -285,6 +285,7 @@ def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     header = (out / "sweep.csv").read_text().splitlines()[0].split(",")
     assert {"label", "prune_ratio", "psnr", "test_accuracy", "epsilon", "privacy"} <= set(header)
     written = json.loads((out / "sweep.json").read_text())
+    assert written["title"] == "DLG against magnitude pruning (dlg)"  # as the Trade-offs page heads it, not "dlg: sweep"
     assert len(written["rows"]) == 3 and written["utility_is_one_figure"] is False  # pruning costs the federation
     listed = cli("runs", "list", "--json")
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 6
@@ -292,6 +293,32 @@ def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     changes = [r["changes"] for r in json.loads(listed.stdout)]
     assert sorted(c.get("prune_ratio", -1) for c in changes) == [-1, -1, 0.5, 0.5, 0.99, 0.99], changes
     assert all(c["image_size"] == 16 and c["iterations"] == 10 for c in changes)
+
+
+def test_strip_png_is_the_page_s_strip_with_its_captions():
+    """strip.png went into slides as a row of bare pictures: no strengths, no figures, no undefended point
+    apart from the rest. It is now the page's strip: each picture over its caption, a row per clip norm."""
+    import io
+
+    from PIL import Image
+
+    from leakdemo.tradeoff import strip_png, strip_series
+    rng = np.random.default_rng(0)
+    pic = lambda: rng.random((1, 8, 8, 3))  # noqa: E731
+    originals = pic()
+    rows = [{"undefended": True, "psnr": 41.87, "thumbnail": pic(), "originals": originals}]
+    rows += [{"undefended": False, "psnr": p, "dp_sigma": s, "dp_clip": c, "thumbnail": pic(), "originals": originals}
+             for c in (0, 4) for s, p in ((0.1, 6.04), (0.001, 25.2))]
+    base = {"protocol": "fedsgd", "attack": "dlg", "defense": "dp-gaussian"}
+    lines = strip_series(rows, ["dp_sigma", "dp_clip"], base)
+    assert [name for name, _ in lines] == ["clip norm off", "clip norm = 4"]
+    assert [caption for caption, _ in lines[0][1]] == [
+        "the private image", "no defense · 41.9\u00a0dB", "0.001 · 25.2\u00a0dB", "0.1 · 6.0\u00a0dB"]  # in order
+    assert (lines[0][1][0][1] == originals[0]).all() and (lines[1][1][1][1] == rows[0]["thumbnail"][0]).all()
+    png = Image.open(io.BytesIO(strip_png(rows, ["dp_sigma", "dp_clip"], "DLG against Gaussian noise", base)))
+    assert png.width >= 4 * 96 and png.height > 2 * (96 + 2 * 16)  # two labelled rows over the caption band
+    assert strip_png(rows[:1], ["dp_sigma"], "t", base) is not None  # the undefended point alone still shows
+    assert strip_series([{**r, "thumbnail": None} for r in rows], ["dp_sigma"], base) == []
 
 
 def _children(pid: int) -> list[int]:

@@ -22,7 +22,7 @@ from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
-                        one_figure_line, plain, privacy_key, shown_table, sweep_csv, utility_range)
+                        one_figure_line, plain, privacy_key, shown_table, strip_series, sweep_csv, utility_range)
 from ..words import plural, small_figure, value_text
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
@@ -189,7 +189,6 @@ def default_vary(p) -> str:
     return f"{p.name}={p.low:g}..{p.high:g}:5"
 
 
-NAMED_AFTER_PEOPLE = ("Gaussian", "Laplace")  # a title's first word that keeps its capital in mid-sentence
 
 
 def build(spec: dict) -> tuple[Sweep, str, str]:
@@ -212,13 +211,7 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
         raise ParamError(name, f"is not a parameter of this scenario; the defense's: "
                                f"{', '.join(p.name for p in _sweepable(spec['defense'], spec['preset']))}")
     axes = [parse_axis(spec["vary"], base)]
-    if spec["defense"] == "none":
-        title = f"{catalog.ATTACKS[base['attack']].short} against {knobs[axes[0].name].title.lower()} ({spec['preset']})"
-        return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
-    defense = catalog.DEFENSES[spec["defense"]].title
-    if defense.split()[0] not in NAMED_AFTER_PEOPLE:  # "against magnitude pruning", "against Gaussian noise"
-        defense = defense[:1].lower() + defense[1:]
-    title = f"{catalog.ATTACKS[base['attack']].short} against {defense} ({spec['preset']})"
+    title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning (idlg)"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
 
 
@@ -732,20 +725,14 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
 def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
     """The first image's reconstruction at every strength, in order (one row per value of a second axis):
     the picture people remember."""
-    pics = [r for r in rows if r.get("thumbnail") is not None]
-    if not pics or not axes:
+    lines = strip_series(rows, axes, base)
+    if not lines:
         return
     knob = knob_name(axes[0], base)
     st.subheader(f"The reconstruction against {knob}" if knob else "The reconstruction as the defense grows")
     st.caption(f"Left to right: {axis_title(axes[0], base)}. Each picture is the first image of the point's first "
                f"run; its figure, the point's median over all its runs.")
-    key = privacy_key(rows)
-    clean = next((r for r in pics if r["undefended"]), None)
-    for series_no, (name, series) in enumerate(named_series(pics, axes, base)):
-        head = [("the private image", pics[0]["originals"][0])]
-        if clean is not None:
-            head.append((f"no defense · {_figure(clean, key)}", clean["thumbnail"][0]))
-        items = head + [(f"{value_text(r.get(axes[0]))} · {_figure(r, key)}", r["thumbnail"][0]) for r in series]
+    for series_no, (name, items) in enumerate(lines):
         if name:
             st.caption(name)
         per_row = strip_row_length(len(items))
@@ -765,11 +752,6 @@ def strip_row_length(n: int) -> int:
     row of 8 left the strongest alone on a second)."""
     rows = -(-n // STRIP_PER_ROW)
     return max(1, -(-n // max(rows, 1)))
-
-
-def _figure(r: dict, key: str) -> str:
-    """A strip picture's figure; the no-break space keeps "5.6 dB" whole when a narrow caption wraps."""
-    return f"{r[key]:.0%}" if key == "attack_accuracy" else f"{r['psnr']:.1f}\u00a0dB"
 
 
 def _share(label: str, help: str):
