@@ -362,6 +362,8 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert not at.exception and not at.error
     assert "Recorded with the gallery" in " ".join(i.value for i in at.info)
     assert len(at.get("plotly_chart")) == 2  # privacy/utility by strength, and the trade-off
+    # the files the CLI's --out writes, strip.png included (the page offered every one but the picture people remember)
+    assert [b.proto.label for b in at.get("download_button")] == ["sweep.csv", "sweep.json", "tradeoff.png", "strip.png"]
     assert any("Recorded: 51 runs, 17 points, from the gallery" in str(p.proto) for p in at.get("progress"))
     assert not at.button[0].disabled and at.button[1].disabled  # Run sweep recomputes here; nothing to stop
     import json

@@ -785,7 +785,7 @@ def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
         st.dataframe(frame, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
         if shared:
             st.caption(shared)
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3, c4 = st.columns(4)
         c1.download_button("sweep.csv", sweep_csv(rows, axes), file_name="sweep.csv", mime="text/csv",
                            icon=":material/download:")
         c2.download_button("sweep.json", json.dumps({"title": st.session_state.get("t_title"),
@@ -794,6 +794,18 @@ def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
         if job.done:
             c3.download_button("tradeoff.png", _png(job, rows, axes), file_name="tradeoff.png", mime="image/png",
                                icon=":material/download:")
+            strip = _strip_png(job, rows, axes)
+            if strip is not None:
+                c4.download_button("strip.png", strip, file_name="strip.png", mime="image/png",
+                                   icon=":material/download:")
+
+
+def _strip_png(job: SweepJob, rows, axes) -> bytes | None:
+    """The strip as a picture with its captions, as the CLI's --out writes it (drawn once per finished sweep)."""
+    if not hasattr(job, "strip_png"):
+        from ..tradeoff import strip_png
+        job.strip_png = strip_png(rows, axes, st.session_state.get("t_title", "sweep"), job.sweep.base.params)
+    return job.strip_png
 
 
 def _png(job: SweepJob, rows, axes) -> bytes:
