@@ -785,19 +785,19 @@ def _table(rows: list[dict], axes: list[str], job: SweepJob) -> None:
         st.dataframe(frame, hide_index=True, width="stretch", column_config=TABLE_COLUMNS)
         if shared:
             st.caption(shared)
-        c1, c2, c3, c4 = st.columns(4)
-        c1.download_button("sweep.csv", sweep_csv(rows, axes), file_name="sweep.csv", mime="text/csv",
-                           icon=":material/download:")
-        c2.download_button("sweep.json", json.dumps({"title": st.session_state.get("t_title"),
-                                                     "rows": [plain(r) for r in rows]}, indent=2),
-                           file_name="sweep.json", mime="application/json", icon=":material/download:")
+        row = st.container(horizontal=True)  # buttons as wide as their names, wrapping: no "tradeoff.…" at 1024 px
+        row.download_button("sweep.csv", sweep_csv(rows, axes), file_name="sweep.csv", mime="text/csv",
+                            icon=":material/download:")
+        row.download_button("sweep.json", json.dumps({"title": st.session_state.get("t_title"),
+                                                      "rows": [plain(r) for r in rows]}, indent=2),
+                            file_name="sweep.json", mime="application/json", icon=":material/download:")
         if job.done:
-            c3.download_button("tradeoff.png", _png(job, rows, axes), file_name="tradeoff.png", mime="image/png",
-                               icon=":material/download:")
+            row.download_button("tradeoff.png", _png(job, rows, axes), file_name="tradeoff.png", mime="image/png",
+                                icon=":material/download:")
             strip = _strip_png(job, rows, axes)
             if strip is not None:
-                c4.download_button("strip.png", strip, file_name="strip.png", mime="image/png",
-                                   icon=":material/download:")
+                row.download_button("strip.png", strip, file_name="strip.png", mime="image/png",
+                                    icon=":material/download:")
 
 
 def _strip_png(job: SweepJob, rows, axes) -> bytes | None:
