@@ -296,8 +296,13 @@ def matching_grid(matching: dict, cell: int = 64) -> np.ndarray:
     return mosaic(np.stack(images), len(views), cell, frames, border=2)
 
 
-def matching_png(matching: dict) -> bytes:
-    return png_bytes(matching_grid(matching))
+def matching_png(matching: dict, params: dict | None = None) -> bytes:
+    """matching.png: the matching grid over what it shows, as the Lab's panel says it."""
+    correct = matching["correct"]
+    return png_bytes(captioned(matching_grid(matching), _scenario_words(params or {}) + [
+        f"Matching across epochs: {sum(correct)} of {len(correct)} images paired correctly",
+        "a column per private image · top: AGIC's pre-reconstruction from the first epoch · below: what it paired "
+        "with it from the next epoch · green: paired correctly, red: not"]))
 
 
 def run_files(scenario_json: str, originals: np.ndarray, finished, keyframes) -> dict[str, bytes]:
@@ -313,7 +318,7 @@ def run_files(scenario_json: str, originals: np.ndarray, finished, keyframes) ->
         "scenario.json": scenario_json.encode(),
     }
     if finished.metrics.get("matching"):
-        files["matching.png"] = matching_png(finished.metrics["matching"])
+        files["matching.png"] = matching_png(finished.metrics["matching"], params)
     return files
 
 

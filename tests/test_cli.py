@@ -201,6 +201,12 @@ def test_downloaded_pictures_say_what_they_show():
     # then "iteration 0 of 100" on the first, "iteration 100 of 100" on the last
     assert abs(first[height:-third] - last[height:-third]).max() < 60
     assert abs(first[-third:] - last[-third:]).max() > 150
+    from leakdemo.artifacts import matching_grid, matching_png
+    matching = {"views": [rng.random((2, 8, 8, 3)) for _ in range(3)], "correct": [True, False, True]}
+    png = np.asarray(Image.open(io.BytesIO(matching_png(matching, params))).convert("RGB"))
+    bare = matching_grid(matching)  # AGIC's pairing: the grid over its caption too
+    left = (png.shape[1] - bare.shape[1]) // 2
+    assert (png[:bare.shape[0], left:left + bare.shape[1]] == bare).all() and (png[bare.shape[0]:] < 100).any()
 
 
 def test_bench_covers_vertical_fl_and_logit_sharing(tmp_path):
