@@ -308,7 +308,8 @@ def strip_series(rows: list[dict], axes: list[str], base: dict | None = None) ->
 def strip_png(rows: list[dict], axes: list[str], title: str, base: dict | None = None) -> bytes | None:
     """strip.png: the page's strip — each picture over its caption, a row per line of the sweep — above what
     it shows (the sweep, the swept setting left to right)."""
-    from .artifacts import captioned, labelled_row, png_bytes
+    from .artifacts import png_bytes
+    from .captions import captioned, labelled_row
     lines = strip_series(rows, axes, base)
     if not lines:
         return None
