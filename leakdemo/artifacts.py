@@ -154,6 +154,21 @@ def grid_png(originals: np.ndarray, finished, params: dict) -> np.ndarray:
     return captioned(picture, lines + [_result_words(finished, params)])
 
 
+def side_by_side(pictures: list[np.ndarray], gap: int = 8 * GAP) -> np.ndarray:
+    """uint8 pictures in a row, tops aligned, white below the shorter ones and between them."""
+    height = max(p.shape[0] for p in pictures)
+    padded = [np.pad(p, ((0, height - p.shape[0]), (0, 0), (0, 0)), constant_values=255) for p in pictures]
+    spacer = np.full((height, gap, 3), 255, dtype=np.uint8)
+    return np.concatenate([x for p in padded for x in (p, spacer)][:-1], axis=1)
+
+
+def comparison_png(runs: list[tuple[np.ndarray, object, dict]]) -> bytes:
+    """comparison.png (Compare's download): each run's grid.png — its pictures over its caption — side by side,
+    for (originals, Finished, scenario params) of each run in the page's order."""
+    return png_bytes(side_by_side([grid_png(shown_originals(originals, fin.metrics), fin, params)
+                                   for originals, fin, params in runs]))
+
+
 def png_bytes(image: np.ndarray) -> bytes:
     import imageio.v3 as iio
     return iio.imwrite("<bytes>", image, extension=".png")

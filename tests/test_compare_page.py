@@ -178,6 +178,20 @@ def test_first_visit_shows_two_showcases_and_the_link_names_them():
     assert len(picked) == 2 and all(p.startswith("g") for p in picked)
     assert at.query_params["runs"] in (",".join(picked), [",".join(picked)])
     assert len(at.table) == 1 and at.button[0].label == "Play"
+    # the runs as one picture for a slide: each run's grid.png (pictures and caption) side by side, in order
+    assert [b.proto.label for b in at.get("download_button")] == ["comparison.png"]
+    import io
+
+    from PIL import Image
+
+    from leakdemo.artifacts import comparison_png, grid_png, shown_originals
+    runs = [open_gallery().load(int(ref[1:])) for ref in picked]
+    parts = [(r.started.originals, r.finished, r.scenario["params"]) for r in runs]
+    grids = [grid_png(shown_originals(o, f.metrics), f, p) for o, f, p in parts]
+    both = np.asarray(Image.open(io.BytesIO(comparison_png(parts))).convert("RGB"))
+    assert both.shape[0] == max(g.shape[0] for g in grids) and both.shape[1] > sum(g.shape[1] for g in grids)
+    assert (both[:grids[0].shape[0], :grids[0].shape[1]] == grids[0]).all()
+    assert (both[:grids[1].shape[0], -grids[1].shape[1]:] == grids[1]).all()
 
 
 def test_a_shared_link_opens_its_runs_and_unknown_ids_are_reported():

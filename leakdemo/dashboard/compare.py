@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog
-from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
+from ..artifacts import MOSAIC_FROM, comparison_png, grid, pair_grid, shown_originals
 from .pictures import IMAGE_CSS, png_once
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
@@ -422,6 +422,11 @@ def _table(runs) -> None:
     if len(columns) > 1 and len({c["preset"] for c in columns.values()}) == 1:
         names.remove("preset")  # the same for every run
     st.table(pd.DataFrame({ref: [c[k] or "—" for k in names] for ref, c in columns.items()}, index=names))
+    # the finished runs as one picture for a slide: each run's grid.png, captions included (drawn when clicked)
+    st.download_button("comparison.png", lambda: comparison_png([(run.started.originals, run.finished,
+                                                                  run.scenario.get("params", {})) for _, run in runs]),
+                       file_name="comparison.png", mime="image/png", icon=":material/download:", on_click="ignore",
+                       help="The runs' final pictures side by side, each with what it shows and its figures")
 
 
 def figures(run: StoredRun) -> dict[str, str | None]:
