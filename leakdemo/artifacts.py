@@ -79,6 +79,16 @@ def class_block(images, cell: int, verdicts: list | None = None) -> np.ndarray:
     return mosaic(images, min(len(images), VERDICTS_PER_ROW), cell, frames, border=2)
 
 
+def judged_classes(verdicts: list | None, n: int) -> bool:
+    """Whether a pair_grid of n is logit sharing's classes, each with its verdict (drawn in framed rows of ten)."""
+    return verdicts is not None and len(verdicts) == n
+
+
+def as_mosaics(n: int, baseline: bool) -> bool:
+    """Whether a pair_grid of n images (not judged classes) is two mosaics side by side rather than rows."""
+    return n >= MOSAIC_FROM and not baseline
+
+
 def pair_grid(originals: np.ndarray, recon: np.ndarray, cell: int = GRID_CELL, psnr: list | None = None,
               width: int = MOSAIC_WIDTH, baseline: np.ndarray | None = None,
               verdicts: list | None = None) -> np.ndarray:
@@ -86,10 +96,10 @@ def pair_grid(originals: np.ndarray, recon: np.ndarray, cell: int = GRID_CELL, p
     TBI beside PLI), two mosaics side by side for many. With verdicts (logit sharing: whether each class's
     reconstruction passes the attack-accuracy test) the reconstructions are framed green or red, every block
     in rows of ten classes."""
-    if verdicts is not None and len(verdicts) == len(originals):
+    if judged_classes(verdicts, len(originals)):
         blocks = [class_block(originals, cell), class_block(recon, cell, verdicts)]
         return np.concatenate(blocks + ([class_block(baseline, cell)] if baseline is not None else []), axis=0)
-    if len(originals) < MOSAIC_FROM or baseline is not None:
+    if not as_mosaics(len(originals), baseline is not None):
         return grid([list(originals), list(recon)] + ([list(baseline)] if baseline is not None else []), cell)
     cols, cell = mosaic_layout(len(originals), originals.shape[1], width)
     frames = None if psnr is None else [psnr_color(v) for v in psnr]
@@ -105,16 +115,19 @@ def shown_originals(originals: np.ndarray, metrics: dict) -> np.ndarray:
     return originals if ids is None else originals[np.asarray(ids)]
 
 
-def layout_words(n: int, params: dict, baseline: bool = False, verdicts: bool = False) -> str:
-    """What is where in a pair_grid of n private images (or classes), as the Lab's captions say it."""
+def layout_words(n: int, params: dict, baseline: bool = False, verdicts: bool = False,
+                 psnr_frames: bool = False) -> str:
+    """What is where in a pair_grid of n private images (or classes), as the Lab's captions say it; with
+    `psnr_frames`, what the frames of a mosaic's reconstructions mean (grid.png draws them)."""
     from .catalog import ATTACKS, LOGIT_PROTOCOLS
     attack = ATTACKS[params["attack"]].short if params.get("attack") in ATTACKS else "the attack"
     if params.get("protocol") in LOGIT_PROTOCOLS or verdicts:
         words = (f"top: each private class's mean image (never sent) · {'middle' if baseline else 'below'}: "
                  f"{attack}'s reconstruction"
                  + (", framed green where it passes the attack-accuracy test, red where not" if verdicts else ""))
-    elif n >= MOSAIC_FROM and not baseline:
-        words = "left: the private images (never sent) · right: what the server rebuilt"
+    elif as_mosaics(n, baseline):
+        words = "left: the private images (never sent) · right: what the server rebuilt" + (
+            ", framed green from 30 dB, amber from 20 dB, red below" if psnr_frames else "")
     else:
         words = f"top: the private {'image' if n == 1 else 'images'} (never sent) · below: what the server rebuilt"
     return words + (" · bottom: the TBI baseline (client logits only)" if baseline else "")
@@ -147,11 +160,9 @@ def grid_png(originals: np.ndarray, finished, params: dict) -> np.ndarray:
     verdicts = finished.metrics.get("success")
     picture = pair_grid(originals, finished.images, psnr=finished.metrics["psnr_per_image"],
                         baseline=finished.baseline, verdicts=verdicts)
-    judged = verdicts is not None and len(verdicts) == len(originals)
-    lines = _scenario_words(params) + [layout_words(len(originals), params, finished.baseline is not None, judged)]
-    if len(originals) >= MOSAIC_FROM and finished.baseline is None and not judged:
-        lines[-1] += ", framed green from 30 dB, amber from 20 dB, red below"
-    return captioned(picture, lines + [_result_words(finished, params)])
+    where = layout_words(len(originals), params, finished.baseline is not None,
+                         judged_classes(verdicts, len(originals)), psnr_frames=True)
+    return captioned(picture, _scenario_words(params) + [where, _result_words(finished, params)])
 
 
 def side_by_side(pictures: list[np.ndarray], gap: int = 8 * GAP) -> np.ndarray:

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from .. import catalog
-from ..artifacts import MOSAIC_FROM, comparison_png, grid, pair_grid, shown_originals
+from ..artifacts import as_mosaics, comparison_png, grid, pair_grid, shown_originals
 from .pictures import IMAGE_CSS, png_once
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
@@ -354,7 +354,7 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
                              psnr=run.finished.metrics.get("psnr_per_image") if final else None, verdicts=verdicts,
                              baseline=baseline)
         # pair_grid: two mosaics side by side for many, unless logit sharing's verdicts frame them in rows
-        side_by_side = single or len(originals) >= MOSAIC_FROM and verdicts is None and baseline is None
+        side_by_side = single or as_mosaics(len(originals), baseline is not None) and verdicts is None
         where = "left: private, right: rebuilt" if side_by_side else "top: private, below: rebuilt"
         if verdicts is not None and final:
             where += " (green: passes the attack-accuracy test, red: fails)"

@@ -12,7 +12,7 @@ import numpy as np
 import streamlit as st
 
 from .. import catalog
-from ..artifacts import MOSAIC_FROM, grid, pair_grid, shown_originals
+from ..artifacts import as_mosaics, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..words import fixed, plural
@@ -172,7 +172,7 @@ def _picture(originals: np.ndarray, images: np.ndarray, baseline=None, psnr=None
     if len(originals) <= 2 and baseline is None:
         return (grid([[*originals, *images[:len(originals)]]], cell=320),
                 "left: the private data · right: what the server rebuilt")
-    if len(originals) >= MOSAIC_FROM and baseline is None and verdicts is None:  # two mosaics side by side
+    if as_mosaics(len(originals), baseline is not None) and verdicts is None:  # two mosaics side by side
         where = "left: the private data · right: what the server rebuilt"
     else:
         where = "top: the private data · below: what the server rebuilt" + \
