@@ -318,9 +318,13 @@ def strip_png(rows: list[dict], axes: list[str], title: str, base: dict | None =
     width = max(b.shape[1] for b in blocks)
     picture = np.concatenate([np.pad(b, ((0, 0), (0, width - b.shape[1]), (0, 0)), constant_values=255)
                               for b in blocks])
-    return png_bytes(captioned(picture, [title, f"Left to right: {axis_title(axes[0], base)}. Each picture is the "
-                                                "first image of the point's first run; its figure, the point's "
-                                                "median over all its runs."]))
+    return png_bytes(captioned(picture, [title, strip_caption(axes[0], base)]))
+
+
+def strip_caption(axis: str, base: dict | None = None) -> str:
+    """What the strip shows, said under it on the page and in strip.png."""
+    return (f"Left to right: {axis_title(axis, base)}. Each picture is the first image of the point's first run; "
+            f"its figure, the point's median over all its runs.")
 
 
 def write_all(out_dir: str, rows: list[dict], axes: list[str], title: str, meta: dict, log: bool = False,

@@ -22,7 +22,8 @@ from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
-                        one_figure_line, plain, privacy_key, shown_table, strip_series, sweep_csv, utility_range)
+                        one_figure_line, plain, privacy_key, shown_table, strip_caption, strip_series, sweep_csv,
+                        utility_range)
 from ..words import plural, small_figure, value_text
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
@@ -730,8 +731,7 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
         return
     knob = knob_name(axes[0], base)
     st.subheader(f"The reconstruction against {knob}" if knob else "The reconstruction as the defense grows")
-    st.caption(f"Left to right: {axis_title(axes[0], base)}. Each picture is the first image of the point's first "
-               f"run; its figure, the point's median over all its runs.")
+    st.caption(strip_caption(axes[0], base))
     for series_no, (name, items) in enumerate(lines):
         if name:
             st.caption(name)
