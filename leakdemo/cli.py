@@ -9,7 +9,7 @@ import sys
 import time
 from collections import Counter
 
-from . import catalog, privacy
+from . import catalog, milestones, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
@@ -181,9 +181,10 @@ def _summary(ev: Finished) -> str:
     else:
         head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}, label accuracy {la}, "
                 f"{ev.iterations} iterations in {ev.seconds:.1f} s")
+    when = milestones.sentence(ev.history, m, ev.status == "finished")
     return (head
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
-            + "".join(f"\n  {line}" for line in _vfl_lines(m) + _logit_lines(m))
+            + "".join(f"\n  {line}" for line in ([when] if when else []) + _vfl_lines(m) + _logit_lines(m))
             + (f"\n  privacy: {privacy.line(m)}" if m.get("privacy") else ""))
 
 
@@ -279,20 +280,16 @@ def bench_one(scenario: Scenario) -> dict:
     """Time one run: seconds to the first frame, iterations per second, seconds to 20/30 dB, final PSNR."""
     from .runner import Run
     t_start = time.perf_counter()
-    first_frame = t20 = t30 = None
+    first_frame = None
     for ev in Run(scenario).events():
         if isinstance(ev, Failed):
             raise LeakdemoError(ev.message)
-        if isinstance(ev, Progress):
-            if first_frame is None:
-                first_frame = time.perf_counter() - t_start
-            if ev.psnr is not None and ev.psnr >= 20 and t20 is None:
-                t20 = ev.seconds
-            if ev.psnr is not None and ev.psnr >= 30 and t30 is None:
-                t30 = ev.seconds
+        if isinstance(ev, Progress) and first_frame is None:
+            first_frame = time.perf_counter() - t_start
         if isinstance(ev, Finished):
+            t20, t30 = (milestones.reached(ev.history, db) for db in (milestones.RECOGNISABLE_DB, milestones.RECOVERED_DB))
             return {"first_frame_s": first_frame, "it_per_s": ev.iterations / max(ev.seconds, 1e-9),
-                    "to_20db_s": t20, "to_30db_s": t30, "psnr": ev.metrics["psnr"], "ssim": ev.metrics["ssim"],
+                    "to_20db_s": t20 and t20[0], "to_30db_s": t30 and t30[0], "psnr": ev.metrics["psnr"], "ssim": ev.metrics["ssim"],
                     "lpips": ev.metrics["lpips"], "label_accuracy": ev.metrics["label_accuracy"], "seconds": ev.seconds,
                     # what the user waits: the federation's own training (logit sharing, vertical FL) included
                     "wall_s": time.perf_counter() - t_start,

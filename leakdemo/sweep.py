@@ -28,6 +28,7 @@ import numpy as np
 from . import catalog, privacy
 from .data import check_source
 from .errors import LeakdemoError, ParamError
+from .milestones import RECOGNISABLE_DB
 from .scenario import Scenario, resolve
 from .words import value_text
 
@@ -41,7 +42,6 @@ REPORTS_PER_WORKER = 3
 # (training the ConvNet federation, ~25 s a run against ~2 s of attack; 8 runs on one worker: 261 s batched,
 # 254 s alone), and a program trains its runs' utilities one after another, which balances workers worse
 CPU_ALONE = {"invgrad"}
-RECOGNISABLE_DB = 20.0  # PSNR from which a reconstruction counts as recognisable
 LOGIT_PROTOCOLS = catalog.LOGIT_PROTOCOLS
 
 

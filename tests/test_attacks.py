@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from leakdemo import milestones
 from leakdemo.attacks.dlg import restart_reason
 from leakdemo.attacks.notes import RESTARTING
 from leakdemo.attacks.gradients import infer_labels, model_gradients
@@ -34,6 +35,10 @@ def test_dlg_recovers_a_photo(tiny):
     f = finish(from_preset("dlg", {**tiny, "images": "rocket"}))
     assert f.metrics["psnr"] > 25
     assert f.metrics["label_accuracy"] == 1.0
+    # when the photo became recognisable, read off the run's own curve, as the Lab and the CLI say it
+    seconds, iteration = milestones.reached(f.history, 20)
+    assert 0 <= seconds <= f.seconds and 0 <= iteration <= f.iterations
+    assert milestones.sentence(f.history, f.metrics, True).startswith(f"Recognisable (20 dB) after {seconds:.1f} s, ")
 
 
 def test_dlg_cannot_single_out_a_photo_when_the_gradient_has_fewer_numbers_than_pixels(tiny):
@@ -65,6 +70,8 @@ def test_defenses_bite(tiny, defense):
     clean = finish(from_preset("dlg", {**tiny, "images": "rocket"})).metrics["psnr"]
     events = list(Run(from_preset("dlg", {**tiny, "images": "rocket", **defense})).events())
     assert events[-1].metrics["psnr"] < clean - 15
+    assert milestones.sentence(events[-1].history, events[-1].metrics, True) == (
+        "It never became recognisable: the PSNR stayed below 20 dB.")
     # the starts stall, restart and give up; the notes as the Lab filters them once the run is done
     assert [e.note.split(" — ")[1] for e in events if getattr(e, "note", None)] == [
         f"{RESTARTING} ({i}/3)" for i in (1, 2, 3)]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from leakdemo import milestones
 from leakdemo.dashboard.compare import frame_at
 from leakdemo.events import Finished, Started
 from leakdemo.gallery import GALLERY, GALLERY_SWEEPS, SHOWCASES, open_gallery, showcase_rows
@@ -369,8 +370,11 @@ def test_a_replayed_scene_shows_the_figures_of_the_frame_shown():
     at.session_state["p_pos"] = 1.0
     at.run()
     figures = {m.label: m.value for m in at.metric}
-    assert set(figures) == {"PSNR", "SSIM", "Run time"}
+    assert set(figures) == {"PSNR", "SSIM", "Run time", "30 dB after"}
     assert float(figures["PSNR"].split()[0]) > 30 and float(figures["SSIM"]) > 0.9
+    # when the photo came back, read off the recording's own curve: its first point at 30 dB
+    seconds, _ = milestones.reached(open_gallery().load(showcase_rows(open_gallery())[0]["id"]).finished.history, 30)
+    assert figures["30 dB after"] == f"{seconds:.1f} s" and seconds < float(figures["Run time"].split()[0])
 
 
 def test_a_bad_scene_number_starts_at_the_first():

@@ -86,3 +86,27 @@ def test_swept_values_read_as_people_write_them():
     from leakdemo.words import value_text
     assert [value_text(v) for v in (1e-6, 1.5e-7, 0.0001, 0.333, 2000.0, 3e9, 16, "coffee")] == \
         ["1e-6", "1.5e-7", "0.0001", "0.333", "2000", "3e9", "16", "coffee"]
+
+
+def test_a_run_says_when_its_picture_came_back():
+    """The first scored point at 20 dB and at 30 dB, from the run's history (a recorded run's too); a run that
+    never got there says so, a stopped one says 'not yet', and logit sharing (judged by attack accuracy) says
+    nothing about PSNR."""
+    from leakdemo import milestones
+    h = {"iteration": [0, 10, 20, 30, 40, 50], "seconds": [0.0, 0.5, 1.0, 1.5, 2.0, 2.5],
+         "psnr": [6.0, 12.0, 21.0, 28.0, 31.5, 35.0]}
+    assert milestones.reached(h, 20) == (1.0, 20) and milestones.reached(h, 30) == (2.0, 40)
+    assert milestones.sentence(h, {}, True) == \
+        "Recognisable (20 dB) after 1.0 s, recovered (30 dB) after 2.0 s (iteration 40)."
+    assert milestones.recovered_after(h, {}) == "2.0 s"
+    half = {k: v[:4] for k, v in h.items()}
+    assert milestones.sentence(half, {}, True) == "Recognisable (20 dB) after 1.0 s, never recovered (30 dB)."
+    assert milestones.sentence(half, {}, False) == \
+        "Recognisable (20 dB) after 1.0 s, not yet recovered (30 dB) when it stopped."
+    noise = {k: v[:2] for k, v in h.items()}
+    assert milestones.sentence(noise, {}, True) == "It never became recognisable: the PSNR stayed below 20 dB."
+    assert milestones.sentence(noise, {}, False).startswith("Not yet recognisable")
+    assert milestones.recovered_after(noise, {}) == "never"
+    assert milestones.sentence(h, {"attack_accuracy": 0.9}, True) is None
+    assert milestones.recovered_after(h, {"attack_accuracy": 0.9}) is None
+    assert milestones.sentence({}, {}, True) is None  # nothing was scored (a run stopped in its first step)

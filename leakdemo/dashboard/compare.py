@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from .. import catalog
+from .. import catalog, milestones
 from ..artifacts import as_mosaics, comparison_png, grid, pair_grid, shown_originals
 from .pictures import IMAGE_CSS, png_once
 from ..errors import LeakdemoError
@@ -444,4 +444,6 @@ def figures(run: StoredRun) -> dict[str, str | None]:
             "attack accuracy": shown(m.get("attack_accuracy"), "{:.0%}"),
             "TBI accuracy": shown(m.get("baseline_attack_accuracy"), "{:.0%}"),
             "privacy": m.get("privacy", "ε = ∞"), "steps": shown(run.finished.iterations, "{}"),
-            "time": shown(run.finished.seconds, "{:.1f} s")}
+            "time": shown(run.finished.seconds, "{:.1f} s"),
+            # when the picture came back: two attacks that end at the same PSNR may differ fivefold here
+            "30 dB after": milestones.recovered_after(run.finished.history, m)}

@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from .. import catalog, privacy
+from .. import catalog, milestones, privacy
 from ..attacks.notes import PASSING_NOTES
 from ..artifacts import MOSAIC_FROM, upscale
 from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, planned_batch, sample_image
@@ -454,7 +454,10 @@ def run_view(handle) -> None:
         return
     if status in ("finished", "stopped") and fin is not None:
         word = "Finished" if status == "finished" else "Stopped"
-        st.success(f"**{word}** after {plural(fin.iterations, catalog.step_noun(handle.scenario.params))} in {fin.seconds:.1f} s."
+        noun = catalog.step_noun(handle.scenario.params)
+        when = milestones.sentence(getattr(fin, "history", None), fin.metrics, status == "finished", noun)
+        st.success(f"**{word}** after {plural(fin.iterations, noun)} in {fin.seconds:.1f} s."
+                   + (f" {when}" if when else "")
                    + (f" The attack {fin.metrics['note']}." if fin.metrics.get("note") else ""),
                    icon=":material/check_circle:")
     if notes:  # one line, newest last: three captions took ~120 px above the pictures on a projector

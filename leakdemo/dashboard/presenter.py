@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from .. import catalog
+from .. import catalog, milestones
 from ..artifacts import as_mosaics, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
@@ -217,6 +217,7 @@ def showcase_body(path: str, run_id: int, pace) -> None:
         right.metric("SSIM", "…" if ssim is None else fixed(ssim, 2))
     if final:
         right.metric("Run time", f"{run.finished.seconds:.0f} s")
+        _recovered_metric(right, run.finished)
     else:
         seconds = _history_at(run, it, "seconds")
         right.metric("Time", "…" if seconds is None else f"{seconds:.0f} s")
@@ -320,6 +321,7 @@ def live_body(preset: str, pace) -> None:
             right.metric("PSNR", f"{m['psnr']:.1f} dB")
             right.metric("SSIM", fixed(m['ssim'], 2))
         right.metric("Run time", f"{fin.seconds:.0f} s")
+        _recovered_metric(right, fin)
     elif latest is not None:
         accuracy = (latest.checks or {}).get("attack_accuracy")
         if accuracy is not None:  # PLI: its figure while it runs too
@@ -331,6 +333,13 @@ def live_body(preset: str, pace) -> None:
         right.button("Run again", on_click=_start_live, args=(preset,), icon=":material/replay:", width="stretch")
     if _live_pace(handle) != pace:
         st.rerun()
+
+
+def _recovered_metric(column, fin) -> None:
+    """When the picture came back (30 dB), or 'never': the figure a class remembers, under the run's time."""
+    after = milestones.recovered_after(getattr(fin, "history", None), fin.metrics)
+    if after is not None:
+        column.metric("30 dB after", after, help=milestones.RECOVERED_HELP)
 
 
 # ---------------------------------------------------------------- a trade-off chart

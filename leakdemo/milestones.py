@@ -1,0 +1,52 @@
+"""When a run's picture became recognisable (20 dB) and when it was recovered (30 dB), read off its scored
+history. It is the figure a class remembers ("the photo was back after 3 seconds"), and the one that separates
+two attacks that end at the same PSNR. The Lab, the presenter, Compare, the CLI and `bench` all word it from
+here. It works for recorded runs as well as live ones, since every run keeps its history."""
+from __future__ import annotations
+
+RECOGNISABLE_DB = 20.0  # PSNR from which a reconstruction counts as recognisable
+RECOVERED_DB = 30.0  # ... and as recovered: the eye no longer tells it from the original
+RECOVERED_HELP = ("Seconds from the attack's first step until the picture reached 30 dB PSNR, where the eye no "
+                  "longer tells it from the original (set-up not counted); 'never' if it did not get there.")
+
+
+def reached(history: dict | None, db: float) -> tuple[float, int] | None:
+    """(seconds, iteration) of the first scored point whose PSNR is `db` or more, None if no point was.
+    The seconds run from the attack's first step, as the Lab's clock does (the set-up is not counted)."""
+    h = history or {}
+    for seconds, iteration, psnr in zip(h.get("seconds") or [], h.get("iteration") or [], h.get("psnr") or []):
+        if psnr is not None and psnr >= db:
+            return seconds, iteration
+    return None
+
+
+def judged_by_psnr(metrics: dict) -> bool:
+    """Logit sharing is judged by attack accuracy (its PSNR is against a class's mean face): no milestones."""
+    return "attack_accuracy" not in metrics
+
+
+def sentence(history: dict | None, metrics: dict, finished: bool, noun: str = "iteration") -> str | None:
+    """'Recognisable (20 dB) after 0.4 s, recovered (30 dB) after 3.1 s (iteration 62).' A run that never got
+    there says so ('It never became recognisable: the PSNR stayed below 20 dB.'); a stopped one says 'not yet'.
+    None where the run has no scored history or is not judged by its PSNR."""
+    if not judged_by_psnr(metrics) or not (history or {}).get("psnr"):
+        return None
+    seen, back = reached(history, RECOGNISABLE_DB), reached(history, RECOVERED_DB)
+    if seen is None:
+        return ("It never became recognisable: the PSNR stayed below 20 dB." if finished else
+                "Not yet recognisable: the PSNR was below 20 dB when it stopped.")
+    parts = [f"recognisable (20 dB) after {seen[0]:.1f} s"]
+    if back is not None:
+        parts.append(f"recovered (30 dB) after {back[0]:.1f} s ({noun} {back[1]})")
+    else:
+        parts.append("never recovered (30 dB)" if finished else "not yet recovered (30 dB) when it stopped")
+    text = ", ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def recovered_after(history: dict | None, metrics: dict) -> str | None:
+    """A table's cell: '3.1 s', 'never' (judged by PSNR, did not get there), None (not judged by PSNR)."""
+    if not judged_by_psnr(metrics) or not (history or {}).get("psnr"):
+        return None
+    back = reached(history, RECOVERED_DB)
+    return "never" if back is None else f"{back[0]:.1f} s"
