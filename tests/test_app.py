@@ -680,3 +680,17 @@ def test_a_run_begun_folds_the_threat_card_even_at_an_unchanged_pace():
     assert not redraw_page(run, POLL_SECONDS, run)  # drawn with it (card folded): ticks redraw the panel alone
     again = RunHandle(scenario=from_preset("dlg"), status="running", seq=2)
     assert redraw_page(again, POLL_SECONDS, run)  # a second run over the first's page
+
+
+def test_the_quality_chart_marks_the_recognisable_and_recovered_bars():
+    """The PSNR curve is read against 20 dB (recognisable) and 30 dB (recovered), the bars the result box times and
+    CAFE's frames colour; a defended curve's plateau under them says "never" at a glance. Logit sharing's PSNR is
+    against a class's mean face, so its chart has no such bars."""
+    from leakdemo.dashboard.lab import _chart
+    from leakdemo.dashboard.pool import RunHandle
+    from leakdemo.scenario import from_preset
+    fig, _ = _chart(RunHandle(scenario=from_preset("dlg")))
+    assert [(s.y0, s.y1) for s in fig.layout.shapes] == [(20, 20), (30, 30)]
+    assert [a.text for a in fig.layout.annotations] == ["20 dB: recognisable", "30 dB: recovered"]
+    pli, _ = _chart(RunHandle(scenario=from_preset("pli-digits")))
+    assert not pli.layout.shapes
