@@ -694,3 +694,10 @@ def test_the_quality_chart_marks_the_recognisable_and_recovered_bars():
     assert [a.text for a in fig.layout.annotations] == ["20 dB: recognisable", "30 dB: recovered"]
     pli, _ = _chart(RunHandle(scenario=from_preset("pli-digits")))
     assert not pli.layout.shapes
+    # Compare's chart of recorded runs too, unless every run is PLI's (its one shape: the replay's position line)
+    from leakdemo.dashboard.compare import _curves
+    from leakdemo.gallery import open_gallery, showcase_rows
+    g = open_gallery()
+    runs = {r["preset"]: g.load(r["id"]) for r in showcase_rows(g)}
+    assert [s.y0 for s in _curves([("g1", runs["dlg"]), ("g7", runs["pli"])], 1.0).layout.shapes] == [0, 20, 30]
+    assert [s.y0 for s in _curves([("g7", runs["pli"])], 1.0).layout.shapes] == [0]

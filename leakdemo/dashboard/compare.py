@@ -20,7 +20,7 @@ from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
 from ..words import fixed, plural, small_figure
-from .shared import run_pool
+from .shared import psnr_bars, run_pool
 
 MAX_RUNS = 4
 TICK = 0.25  # seconds between replay frames
@@ -379,6 +379,8 @@ def _curves(runs, pos: float) -> go.Figure:
                                  name=f"{ref} · {_what(run.scenario.get('params', {}))}",
                                  line=dict(color=COLORS[i % len(COLORS)], width=3)))
     fig.add_vline(x=pos, line=dict(color="#555", dash="dot"))
+    if any(milestones.judged_by_psnr(run.finished.metrics) for _, run in runs):  # not for PLI alone
+        psnr_bars(fig)
     fig.update_layout(title="PSNR over each run (x: share of its iterations)", height=320,
                       xaxis=dict(title="progress through the run", range=[0, 1]), yaxis_title="PSNR, dB",
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.3))

@@ -27,7 +27,7 @@ from . import state
 from .axes import MARGIN, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS
-from .shared import hardware, polled, queue_line, run_pool, setup_line, tab_alive
+from .shared import hardware, polled, psnr_bars, queue_line, run_pool, setup_line, tab_alive
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -402,13 +402,8 @@ def _chart(handle):
                                   # Streamlit's theme syncs an overlaid axis's ticks to the PSNR grid (0.569, 0.853…)
                                   tickmode="array", tickvals=[0, 0.25, 0.5, 0.75, 1]),
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))
-    if handle.scenario.params.get("protocol") not in catalog.LOGIT_PROTOCOLS:  # PLI's PSNR is against a class's mean: no such bar
-        # the two bars the result box times and the mosaics' frames colour: the class reads the curve against them
-        for db, words, color in ((milestones.RECOGNISABLE_DB, "recognisable", "#e67e22"),
-                                 (milestones.RECOVERED_DB, "recovered", "#2ca02c")):
-            fig.add_hline(y=db, line=dict(color=color, dash="dash", width=1), layer="below",
-                          annotation=dict(text=f"{db:g} dB: {words}", font=dict(size=11, color=color)),
-                          annotation_position="top left")
+    if handle.scenario.params.get("protocol") not in catalog.LOGIT_PROTOCOLS:  # PLI's PSNR is against a class's mean
+        psnr_bars(fig)
     loss = go.Figure(go.Scatter(x=c["iteration"], y=c["loss"], name="loss", line=dict(color="#555", width=2)))
     loss.update_layout(height=300, margin=MARGIN, title="Attack loss (its own objective)",
                        xaxis_title=noun, yaxis=log_axis(c["loss"]), font=dict(size=14))

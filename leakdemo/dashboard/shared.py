@@ -5,7 +5,7 @@ import itertools
 
 import streamlit as st
 
-from .. import catalog
+from .. import catalog, milestones
 from ..words import plural
 from .pool import RunPool
 
@@ -101,3 +101,13 @@ def leave_legacy_pages_mode() -> None:
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
         st.rerun()
+
+
+def psnr_bars(fig) -> None:
+    """Dashed bars at 20 dB (recognisable) and 30 dB (recovered) on a PSNR chart: the bars the result box times
+    and CAFE's frames colour, so a class reads a curve against them (a defended plateau under both says "never")."""
+    for db, words, color in ((milestones.RECOGNISABLE_DB, "recognisable", "#e67e22"),
+                             (milestones.RECOVERED_DB, "recovered", "#2ca02c")):
+        fig.add_hline(y=db, line=dict(color=color, dash="dash", width=1), layer="below",
+                      annotation=dict(text=f"{db:g} dB: {words}", font=dict(size=11, color=color)),
+                      annotation_position="top left")
