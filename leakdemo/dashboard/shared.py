@@ -110,4 +110,4 @@ def psnr_bars(fig) -> None:
                              (milestones.RECOVERED_DB, "recovered", "#2ca02c")):
         fig.add_hline(y=db, line=dict(color=color, dash="dash", width=1), layer="below",
                       annotation=dict(text=f"{db:g} dB: {words}", font=dict(size=11, color=color)),
-                      annotation_position="top left")
+                      annotation_position="top right")  # the left is where curves climb through
