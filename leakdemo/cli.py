@@ -650,7 +650,7 @@ def main(argv=None) -> int:
                         "`run --out` wrote")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a parameter (repeatable)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=DEVICE_HELP)
-    p.add_argument("--out", metavar="DIR", help="write grid.png, progress.gif, metrics.json, scenario.json")
+    p.add_argument("--out", metavar="DIR", help="write grid.png, progress.gif, metrics.json, history.csv, scenario.json (folder created if needed)")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per event on stdout")
     p.add_argument("--fresh", action="store_true", help="run it even when the run store already holds this scenario")
     p = sub.add_parser("sweep", help="privacy against utility over a grid of defense strengths")
@@ -683,8 +683,10 @@ def main(argv=None) -> int:
                    help="keep every recorded run; record only the built-in sweeps' runs the gallery lacks "
                         "(a new sweep), leaving the others' charts as shipped")
     p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
-    p.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"))
-    p.add_argument("rest", nargs="*", metavar="ID [DIR]")
+    p.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"),
+                   help="list: the newest runs, with their ids; show ID: one run's scenario and "
+                        "figures; export ID DIR: write its files (as run --out does); delete ID")
+    p.add_argument("rest", nargs="*", metavar="ID [DIR]", help="the run's id, from `runs list`; export's folder")
     p.add_argument("--limit", type=int, default=50, help="list: how many of the newest runs")
     p.add_argument("--json", action="store_true", help="list: as JSON")
     p = sub.add_parser("fidelity", help="one check per paper claim: the paper's figure beside ours, and a verdict")
