@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 
+from . import milestones
 from .captions import caption_rows, captioned
 
 GRID_CELL = 128  # pixels per image in the grid: nearest-neighbour upscaling keeps pixels crisp
@@ -215,10 +216,12 @@ def metrics_csv(history: dict) -> str:
 
 
 def metrics_json(finished) -> bytes:
-    """The final metrics as JSON (AGIC's matching keeps its verdicts; its images go to matching.png)."""
+    """The final metrics as JSON (AGIC's matching keeps its verdicts; its images go to matching.png), with
+    when the picture reached 20 and 30 dB (seconds from the first step, as the Lab says it)."""
     from .events import without_views
     return json.dumps({**without_views(finished.metrics), "seconds": finished.seconds,
-                       "iterations": finished.iterations}, indent=2).encode()
+                       "iterations": finished.iterations,
+                       **milestones.figures(finished.history, finished.metrics)}, indent=2).encode()
 
 
 def matching_grid(matching: dict, cell: int = 64) -> np.ndarray:

@@ -50,3 +50,12 @@ def recovered_after(history: dict | None, metrics: dict) -> str | None:
         return None
     back = reached(history, RECOVERED_DB)
     return "never" if back is None else f"{back[0]:.1f} s"
+
+
+def figures(history: dict | None, metrics: dict) -> dict:
+    """{'to_20db_s': 1.1, 'to_30db_s': 3.2} for metrics.json (bench --json's names; None: never got there),
+    {} where the run is not judged by its PSNR."""
+    if not judged_by_psnr(metrics):
+        return {}
+    hits = {db: reached(history, db) for db in (RECOGNISABLE_DB, RECOVERED_DB)}
+    return {f"to_{db:g}db_s": None if hit is None else round(hit[0], 3) for db, hit in hits.items()}

@@ -56,6 +56,8 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     fin = lines[-1]
     assert {"psnr", "ssim", "lpips", "label_accuracy", "seconds", "iterations"} <= set(fin)
     assert sorted(os.listdir(out)) == ["grid.png", "history.csv", "metrics.json", "progress.gif", "scenario.json"]
+    written = json.loads((out / "metrics.json").read_text())
+    assert written["psnr"] == fin["psnr"] and {"to_20db_s", "to_30db_s"} <= set(written)  # when 20/30 dB came
     again = cli("run", str(out / "scenario.json"), "--jsonl")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["psnr"] == fin["psnr"]

@@ -110,3 +110,7 @@ def test_a_run_says_when_its_picture_came_back():
     assert milestones.sentence(h, {"attack_accuracy": 0.9}, True) is None
     assert milestones.recovered_after(h, {"attack_accuracy": 0.9}) is None
     assert milestones.sentence({}, {}, True) is None  # nothing was scored (a run stopped in its first step)
+    # metrics.json's figures, under bench --json's names
+    assert milestones.figures(h, {}) == {"to_20db_s": 1.0, "to_30db_s": 2.0}
+    assert milestones.figures(noise, {}) == {"to_20db_s": None, "to_30db_s": None}
+    assert milestones.figures(h, {"attack_accuracy": 0.9}) == {}
