@@ -124,7 +124,7 @@ def _head(title: str, line: str, choices: dict) -> None:
     head, nav = st.columns([4.6, 2.4])
     head.title(title)
     i, count = st.session_state["p_scene"], len(st.session_state["p_scenes"])
-    head.markdown(f'<div class="ld-why">{line} · scene {i + 1} of {count}</div>', unsafe_allow_html=True)
+    head.markdown(f'<div class="ld-why">{line} · <span style="white-space: nowrap">scene {i + 1} of {count}</span></div>', unsafe_allow_html=True)
     _nav(nav, choices)
 
 
