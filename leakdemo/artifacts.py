@@ -37,7 +37,8 @@ def grid(rows: list[np.ndarray], cell: int = GRID_CELL) -> np.ndarray:
 
 MOSAIC_FROM = 17  # from this many images on, originals and reconstructions are drawn as two mosaics
 MOSAIC_WIDTH = 900  # target pixels per mosaic (each image is enlarged by a whole factor)
-PSNR_COLORS = ((30.0, (0.17, 0.63, 0.17)), (20.0, (0.93, 0.60, 0.05)), (-1e9, (0.84, 0.15, 0.16)))
+PSNR_COLORS = ((milestones.RECOVERED_DB, (0.17, 0.63, 0.17)), (milestones.RECOGNISABLE_DB, (0.93, 0.60, 0.05)),
+               (-1e9, (0.84, 0.15, 0.16)))
 
 
 VERDICT_COLORS = {True: PSNR_COLORS[0][1], False: PSNR_COLORS[2][1]}  # a test passed / failed: green / red
