@@ -420,21 +420,24 @@ def cmd_runs(args) -> int:
     if store is None:
         raise LeakdemoError("runs: the run store is turned off (LEAKDEMO_STORE=off)")
     if action == "list":
-        rows = store.runs(limit=args.limit)
+        rows = store.runs(limit=args.limit, milestones=True)
         if args.json:
             print(json.dumps(rows, indent=2))
             return 0
         print(f"{plural(len(rows), 'run')} in {store.path}" + ("" if len(rows) < args.limit else f" (newest {args.limit})"))
         if rows:
             print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'attack':<10} {'defense':<15} "
-                  f"{'status':<9} {'result':>8} {'seconds':>8}  changed from the preset")
+                  f"{'status':<9} {'result':>8} {'seconds':>8} {'to 30 dB':>9}  changed from the preset")
         for r in rows:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
             psnr = ("-" if r["psnr"] is None else f"{r['psnr']:.1f} dB") if r["attack_accuracy"] is None \
                 else f"acc {r['attack_accuracy']:.2f}"  # PLI/TBI are judged by attack accuracy, not PSNR
+            # when the picture came back (milestones.py): 'never', or '-' for a run judged by attack accuracy
+            back = ("-" if r["attack_accuracy"] is not None else "never" if r["to_30db_s"] is None
+                    else f"{r['to_30db_s']:.1f} s")
             changed = " ".join(f"{k}={value_text(v)}" for k, v in r["changes"].items())
-            print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} {r['attack']:<10} "
-                  f"{r['defense']:<15} {r['status']:<9} {psnr:>8} {r['seconds']:>8.1f}  {changed}".rstrip())
+            print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} {r['attack'] or '-':<10} "
+                  f"{r['defense'] or '-':<15} {r['status']:<9} {psnr:>8} {r['seconds']:>8.1f} {back:>9}  {changed}".rstrip())
         return 0
     if not rest:
         raise LeakdemoError(f"runs {action}: give the run's id (`python -m leakdemo runs list` shows them)")
@@ -684,7 +687,7 @@ def main(argv=None) -> int:
                         "(a new sweep), leaving the others' charts as shipped")
     p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
     p.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"),
-                   help="list: the newest runs, with their ids; show ID: one run's scenario and "
+                   help="list: the newest runs, with their ids, results and when each picture reached 30 dB; show ID: one run's scenario and "
                         "figures; export ID DIR: write its files (as run --out does); delete ID")
     p.add_argument("rest", nargs="*", metavar="ID [DIR]", help="the run's id, from `runs list`; export's folder")
     p.add_argument("--limit", type=int, default=50, help="list: how many of the newest runs")

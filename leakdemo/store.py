@@ -321,13 +321,16 @@ class RunStore:
         keyframes = [(it, _strip_images(png, n)) for it, png in by_kind.get("keyframe", [])]
         return StoredRun(int(row[0]), row[1], row[2], row[3], json.loads(row[4]), started, finished, keyframes)
 
-    def runs(self, limit: int = 50) -> list[dict]:
+    def runs(self, limit: int = 50, milestones: bool = False) -> list[dict]:
         """The newest runs, one summary dict each (what `runs list` prints); `changes`: what each changed from
-        its preset (`scenario.changed_settings`: the points of a sweep differ in nothing else)."""
+        its preset (`scenario.changed_settings`: the points of a sweep differ in nothing else). milestones: add
+        `to_20db_s`/`to_30db_s` (milestones.figures, read off each run's history: only where they are shown)."""
+        from .milestones import figures
         from .scenario import changed_settings
         with _closing(self._db()) as conn:
             rows = conn.execute("SELECT id, created, source, preset, protocol, attack, defense, status, psnr, ssim, "
-                                "lpips, seconds, iterations, code_version, scenario, finished FROM runs ORDER BY id DESC "
+                                "lpips, seconds, iterations, code_version, "
+                                + ("history, " if milestones else "") + "scenario, finished FROM runs ORDER BY id DESC "
                                 "LIMIT ?",
                                 (int(limit),)).fetchall()
         keys = ("id", "created", "source", "preset", "protocol", "attack", "defense", "status", "psnr", "ssim",
@@ -339,10 +342,18 @@ class RunStore:
             except (ValueError, AttributeError):
                 params = {}
             try:  # a logit-sharing run is judged by its attack accuracy (PLI/TBI), not by PSNR
-                accuracy = json.loads(r[-1])["metrics"].get("attack_accuracy")
+                metrics = json.loads(r[-1])["metrics"]
+                accuracy = metrics.get("attack_accuracy")
             except (ValueError, KeyError, TypeError, AttributeError):
-                accuracy = None
-            out.append({**dict(zip(keys, r)), "attack_accuracy": accuracy, "changes": changed_settings(params, r[3])})
+                metrics, accuracy = {}, None
+            row = {**dict(zip(keys, r)), "attack_accuracy": accuracy, "changes": changed_settings(params, r[3])}
+            if milestones:
+                try:
+                    history = json.loads(r[-3])
+                except ValueError:
+                    history = {}
+                row.update({"to_20db_s": None, "to_30db_s": None, **figures(history, metrics or {})})
+            out.append(row)
         return out
 
     def delete(self, run_id: int) -> bool:
