@@ -206,11 +206,13 @@ def gif_bytes(originals: np.ndarray, keyframes: list[tuple[int, np.ndarray]], ce
     return iio.imwrite("<bytes>", np.stack(frames), extension=".gif", duration=durations, loop=0)
 
 
-def metrics_csv(history: dict) -> str:
+def metrics_csv(history: dict, step: str = "iteration") -> str:
+    """history.csv: one row per scored step; its first column is named as the attack counts its steps
+    (`catalog.step_noun`: PLI's are inversion epochs, not iterations)."""
     buf = io.StringIO()
     keys = list(history)
     w = csv.writer(buf)
-    w.writerow(keys)
+    w.writerow([step.replace(" ", "_") if k == "iteration" else k for k in keys])
     for row in zip(*(history[k] for k in keys)):
         w.writerow(row)
     return buf.getvalue()
@@ -248,13 +250,14 @@ def matching_png(matching: dict, params: dict | None = None) -> bytes:
 def run_files(scenario_json: str, originals: np.ndarray, finished, keyframes) -> dict[str, bytes]:
     """A finished run's files, name -> bytes: what `run --out` and `runs export` write and the Lab offers
     for download, under the same names."""
+    from .catalog import step_noun
     originals = shown_originals(originals, finished.metrics)
     params = json.loads(scenario_json).get("params", {}) if scenario_json else {}
     files = {
         "grid.png": png_bytes(grid_png(originals, finished, params)),
         "progress.gif": gif_bytes(originals, keyframes, params=params, total=finished.iterations),
         "metrics.json": metrics_json(finished),
-        "history.csv": metrics_csv(finished.history).encode(),
+        "history.csv": metrics_csv(finished.history, step_noun(params) if params else "iteration").encode(),
         "scenario.json": scenario_json.encode(),
     }
     if finished.metrics.get("matching"):

@@ -153,6 +153,10 @@ def test_pli_recovers_private_classes_and_beats_tbi(tmp_path):
     fin, n, h = events[-1], len(m["success"]), events[-1].images.shape[1]
     png = run_files("{}", events[0].originals, fin, [(fin.iterations, fin.images)])["grid.png"]
     picture = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    # history.csv counts PLI's steps as the Lab's charts do: inversion epochs, not iterations
+    files = run_files('{"params": {"protocol": "fedmd"}}', events[0].originals, fin, [(fin.iterations, fin.images)])
+    csv_text = files["history.csv"].decode()
+    assert csv_text.startswith("inversion_epoch,seconds,") and "iteration" not in csv_text
     side = GRID_CELL // h * h + 2 * 2  # each image enlarged a whole number of times, in a 2-px frame
     block = (-(-n // 10) * (side + GAP) + GAP)  # class means, PLI, TBI: equal blocks, a caption under them
     assert (picture[3 * block:] < 128).any() and (picture[3 * block:3 * block + 4] == 255).all()
