@@ -25,11 +25,16 @@ def judged_by_psnr(metrics: dict) -> bool:
     return "attack_accuracy" not in metrics
 
 
+def _timed(history: dict | None, metrics: dict) -> bool:
+    """Whether the run has milestones to tell: judged by its PSNR, and scored at least once."""
+    return judged_by_psnr(metrics) and bool((history or {}).get("psnr"))
+
+
 def sentence(history: dict | None, metrics: dict, finished: bool, noun: str = "iteration") -> str | None:
     """'Recognisable (20 dB) after 0.4 s, recovered (30 dB) after 3.1 s (iteration 62).' A run that never got
     there says so ('It never became recognisable: the PSNR stayed below 20 dB.'); a stopped one says 'not yet'.
     None where the run has no scored history or is not judged by its PSNR."""
-    if not judged_by_psnr(metrics) or not (history or {}).get("psnr"):
+    if not _timed(history, metrics):
         return None
     seen, back = reached(history, RECOGNISABLE_DB), reached(history, RECOVERED_DB)
     if seen is None:
@@ -46,7 +51,7 @@ def sentence(history: dict | None, metrics: dict, finished: bool, noun: str = "i
 
 def recovered_after(history: dict | None, metrics: dict) -> str | None:
     """A table's cell: '3.1 s', 'never' (judged by PSNR, did not get there), None (not judged by PSNR)."""
-    if not judged_by_psnr(metrics) or not (history or {}).get("psnr"):
+    if not _timed(history, metrics):
         return None
     back = reached(history, RECOVERED_DB)
     return "never" if back is None else f"{back[0]:.1f} s"
