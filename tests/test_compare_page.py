@@ -286,6 +286,19 @@ def test_play_replays_to_the_last_frame(monkeypatch):
     assert not at.exception, captions
 
 
+def test_the_slider_s_last_value_sent_during_a_replay_does_not_jump_it_to_the_end(monkeypatch):
+    """The slider is hidden while playing, but the browser can send the value it last showed with the first ticks
+    (CI caught a replay that went from its first frame straight to its last)."""
+    from leakdemo.dashboard import compare
+    state = {"c_playing": True, "c_pos": 0.03125, "c_seek": 1.0}
+    monkeypatch.setattr(compare.st, "session_state", state)
+    compare._seek()
+    assert state["c_pos"] == 0.03125
+    state["c_playing"] = False  # paused, the slider is the user's again
+    compare._seek()
+    assert state["c_pos"] == 1.0
+
+
 PRESENT = os.path.join(ROOT, "pages", "4_Present.py")
 
 

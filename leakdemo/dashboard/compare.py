@@ -256,7 +256,10 @@ def _pause() -> None:
 
 
 def _seek() -> None:
-    st.session_state["c_pos"] = st.session_state["c_seek"]
+    """The slider moved. Not while playing: the slider is hidden then, but the browser can still send the value
+    it last showed (1.0) with the replay's first ticks, which would jump the replay to its end."""
+    if not st.session_state.get("c_playing"):
+        st.session_state["c_pos"] = st.session_state["c_seek"]
 
 
 # ---------------------------------------------------------------- the page
