@@ -32,8 +32,10 @@ def releases(p: dict) -> int:
 
 
 def _named(defense: str) -> str:
-    from .catalog import defense_name  # the catalog's names: "Magnitude pruning", not "prune"
-    return defense_name(defense)
+    """The catalog's name ("Magnitude pruning", not "prune"), in lower case: it follows "no formal guarantee:"."""
+    from .catalog import defense_name
+    name = defense_name(defense)
+    return name[:1].lower() + name[1:]
 
 
 def guarantee(p: dict) -> dict:
@@ -46,7 +48,7 @@ def guarantee(p: dict) -> dict:
         return {**out, "epsilon": math.inf, "note": "no defense: nothing bounds what the payload reveals"}
     if defense != "dp-gaussian":
         why = ("Laplace noise calibrated to an L2 clip has no standard (ε, δ) bound" if defense == "dp-laplace"
-               else f"{_named(defense)} is not a differentially private mechanism")
+               else f"this defense ({_named(defense)}) is not a differentially private mechanism")
         return {**out, "note": f"no formal guarantee: {why}"}
     if p["dp_clip"] <= 0:
         return {**out, "note": "no formal guarantee: without clipping (dp_clip = 0) one image can move the "

@@ -476,8 +476,8 @@ def test_a_defended_run_says_its_formal_privacy_under_its_figures():
         ":material/lock: **Formal privacy:** no formal guarantee: without clipping (dp_clip = 0) one image can move "
         "the payload without bound, so no amount of noise gives an ε"]
     assert privacy_lines({"defense": "prune", "prune_ratio": 0.5}) == [
-        ":material/lock: **Formal privacy:** no formal guarantee: Magnitude pruning is not a differentially private "
-        "mechanism"]
+        ":material/lock: **Formal privacy:** no formal guarantee: this defense (magnitude pruning) is not a "
+        "differentially private mechanism"]
     assert privacy_lines({}) == []
 
 
