@@ -433,8 +433,7 @@ def cmd_runs(args) -> int:
             psnr = ("-" if r["psnr"] is None else f"{r['psnr']:.1f} dB") if r["attack_accuracy"] is None \
                 else f"acc {r['attack_accuracy']:.2f}"  # PLI/TBI are judged by attack accuracy, not PSNR
             # when the picture came back (milestones.py): 'never', or '-' for a run judged by attack accuracy
-            back = ("-" if r["attack_accuracy"] is not None else "never" if r["to_30db_s"] is None
-                    else f"{r['to_30db_s']:.1f} s")
+            back = "-" if r["attack_accuracy"] is not None else milestones.seconds_cell(r["to_30db_s"])
             changed = " ".join(f"{k}={value_text(v)}" for k, v in r["changes"].items())
             print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} {r['attack'] or '-':<10} "
                   f"{r['defense'] or '-':<15} {r['status']:<9} {psnr:>8} {r['seconds']:>8.1f} {back:>9}  {changed}".rstrip())

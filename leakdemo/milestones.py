@@ -54,7 +54,12 @@ def recovered_after(history: dict | None, metrics: dict) -> str | None:
     if not _timed(history, metrics):
         return None
     back = reached(history, RECOVERED_DB)
-    return "never" if back is None else f"{back[0]:.1f} s"
+    return seconds_cell(None if back is None else back[0])
+
+
+def seconds_cell(seconds: float | None) -> str:
+    """'3.1 s', or 'never' for a run that did not get there (`runs list` words its stored figures so too)."""
+    return "never" if seconds is None else f"{seconds:.1f} s"
 
 
 def figures(history: dict | None, metrics: dict) -> dict:
