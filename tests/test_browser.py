@@ -489,6 +489,8 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
     assert drawn[1] >= size[1] * 0.5 or drawn[0] >= size[0] * 0.6, (drawn, size)  # as big as the screen allows
     page.keyboard.press("ArrowRight")
     page.get_by_text("scene 2 of", exact=False).wait_for(timeout=30_000)
+    page.wait_for_timeout(7000)  # the second showcase replays: every frame arrives whole
+    assert not [e for e in page.errors if "Image source error" in e[1]], page.errors
     page.keyboard.press("ArrowLeft")
     page.get_by_text("scene 1 of", exact=False).wait_for(timeout=30_000)
     page.keyboard.press("PageDown")  # what a presentation clicker sends (the arrows alone left it dead)
@@ -523,6 +525,7 @@ def test_presenter_runs_a_live_scene_streaming_its_frames(server, browser):
         seen.update(c.split(" · ")[-1] for c in page.locator('[data-testid="stImageCaption"]').all_inner_texts())
         page.wait_for_timeout(300)
     assert page.get_by_text("Run time").count() == 1, "the live run did not finish"
+    assert not [e for e in page.errors if "Image source error" in e[1]], page.errors  # no frame went missing
     partial = [c for c in seen if c.startswith("iteration ") and c != "iteration 300 of 300"]
     assert partial, seen  # frames streamed in while it ran, not only the end
     assert float(metric_value(page, "PSNR").split()[0]) > 30  # DLG rebuilt the photo, live

@@ -310,6 +310,10 @@ def test_presenter_steps_through_the_showcases():
     assert "scene 2 of 11" in " ".join(m.value for m in at.markdown)  # 9 showcases, a live run, a chart
     assert at.title[0].value.startswith("The same gradient with Gaussian noise")
     assert "DLG on FedSGD · <b>Gaussian noise</b> · recorded" in " ".join(m.value for m in at.markdown)
+    # the frame travels inline with the element: no media file for a later frame to replace before the
+    # projector's browser fetched it (a broken image for a tick, in one replay of three)
+    urls = [im.url for el in at.get("image") for im in el.proto.imgs]
+    assert urls and all(u.startswith("data:image/png;base64,") for u in urls), [u[:40] for u in urls]
     at.button[1].click().run()  # Next
     assert "scene 3 of 11" in " ".join(m.value for m in at.markdown)
     assert at.query_params["scene"] == "3"  # a reload stays on this scene
