@@ -296,7 +296,7 @@ def pli_check(p) -> None:
 
 _INVERSION_PARAMS = (
     Param("inversion_epochs", "int", 10, "epochs the inversion network trains on each round's logits",
-          low=1, high=500, paper=PLI_PAPER),
+          low=1, high=500, paper=PLI_PAPER, label="Inversion epochs per round"),
     Param("lr", "float", 1e-3, "Adam learning rate of the inversion network (weight decay 1e-4)", low=1e-5,
           high=0.1, log=True, paper=PLI_PAPER, label="Learning rate"),
     Param("temperature", "float", 3.0, "τ: softmax temperature applied to the logits (higher: more of the "
