@@ -376,6 +376,12 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.get_by_text("what the attack rebuilt (first run)").wait_for(timeout=30_000)
+    picked = page.locator('.st-key-strip_picked [data-testid="stImage"] img')
+    expect(picked).to_have_count(2, timeout=10_000)  # the original beside what the attack rebuilt, inline (a
+    # media file could be replaced by the panel's next refresh before the browser fetched it), crisp and readable
+    for i in range(2):
+        assert picked.nth(i).get_attribute("src").startswith("data:image/png;base64,")
+        assert picked.nth(i).evaluate(DRAWN_SIZE)[0] >= 90, picked.nth(i).evaluate(DRAWN_SIZE)
     href = page.get_by_role("link", name="Watch this run live in the Attack Lab").get_attribute("href")
     assert href.startswith("./?") and "preset=dlg" in href and "dp_sigma=1.0" in href and "iterations=40" in href
     lab = new_page(browser, "lab-from-sweep")

@@ -503,17 +503,14 @@ def _hover(r: dict, key: str) -> str:
             f"<br>{plural(r['runs'], 'run')}<extra></extra>")
 
 
+PICKED_CELL = 112  # on-screen pixels of a picked point's pictures (a whole multiple of the image's size)
+
+
 def _small(img: np.ndarray) -> np.ndarray:
     """An image at twice its size as uint8 RGB (sent inline; the browser enlarges it crisply)."""
     img = np.clip(np.asarray(img, dtype=np.float32), 0, 1)
     img = np.repeat(img, 3, axis=-1) if img.shape[-1] == 1 else img
     return (upscale(img, 2 * img.shape[0]) * 255).round().astype(np.uint8)
-
-
-def _picture(img: np.ndarray, cell: int = 112) -> np.ndarray:
-    img = np.clip(np.asarray(img, dtype=np.float32), 0, 1)
-    big = upscale(img, cell)
-    return big[..., 0] if big.shape[-1] == 1 else big
 
 
 # ---------------------------------------------------------------- the page
@@ -709,9 +706,13 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
     st.subheader(f"{row['label']}: what the attack rebuilt (first run)")
     # each original beside its reconstruction, on a phone too
     cols = st.container(key="strip_picked").columns(2 * len(row["thumbnail"]), wrap=False)
-    for i, (o, rec) in enumerate(zip(row["originals"], row["thumbnail"])):
-        cols[2 * i].image(_picture(o), caption="original", clamp=True)
-        cols[2 * i + 1].image(_picture(rec), caption="reconstruction", clamp=True)
+    for i, pair in enumerate(zip(row["originals"], row["thumbnail"])):
+        for col, caption, img in zip(cols[2 * i:2 * i + 2], ("original", "reconstruction"), pair):
+            # inline, as the strip: the panel refreshes while a sweep runs, and a media file could be replaced
+            # before the browser fetched it
+            url, _ = png_once(("picked", caption, img.shape, float(np.asarray(img).sum())), lambda im=img: _small(im),
+                              memo_name="strip_memo", limit=80)
+            col.image(url, caption=caption, width=PICKED_CELL // img.shape[0] * img.shape[0])
     try:
         query = to_query(job.sweep.scenario(index))
     except (LeakdemoError, IndexError):  # a point refused before running has no run to watch
