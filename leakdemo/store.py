@@ -352,7 +352,7 @@ class RunStore:
                     history = json.loads(r[-3])
                 except ValueError:
                     history = {}
-                row.update({"to_20db_s": None, "to_30db_s": None, **figures(history, metrics or {})})
+                row.update({"to_20db_s": None, "to_30db_s": None, **figures(history, metrics)})
             out.append(row)
         return out
 
