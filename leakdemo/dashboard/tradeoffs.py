@@ -513,6 +513,13 @@ def _small(img: np.ndarray) -> np.ndarray:
     return (upscale(img, 2 * img.shape[0]) * 255).round().astype(np.uint8)
 
 
+def _small_url(kind: str, caption: str, img: np.ndarray) -> str:
+    """`_small(img)` as an inline PNG, encoded once: the sweep panel refreshes while a sweep runs, and a media
+    file could be replaced by the next refresh before the browser fetched it."""
+    return png_once((kind, caption, img.shape, float(np.asarray(img).sum())), lambda: _small(img),
+                    memo_name="strip_memo", limit=80)[0]
+
+
 # ---------------------------------------------------------------- the page
 
 
@@ -708,10 +715,7 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
     cols = st.container(key="strip_picked").columns(2 * len(row["thumbnail"]), wrap=False)
     for i, pair in enumerate(zip(row["originals"], row["thumbnail"])):
         for col, caption, img in zip(cols[2 * i:2 * i + 2], ("original", "reconstruction"), pair):
-            # inline, as the strip: the panel refreshes while a sweep runs, and a media file could be replaced
-            # before the browser fetched it
-            url, _ = png_once(("picked", caption, img.shape, float(np.asarray(img).sum())), lambda im=img: _small(im),
-                              memo_name="strip_memo", limit=80)
+            url = _small_url("picked", caption, img)
             col.image(url, caption=caption, width=PICKED_CELL // img.shape[0] * img.shape[0])
     try:
         query = to_query(job.sweep.scenario(index))
@@ -742,8 +746,7 @@ def _strip(rows: list[dict], axes: list[str], base: dict | None = None) -> None:
             # picture took the screen's width: twenty screens to scroll)
             cols = st.container(key=f"strip_{series_no}_{start}").columns(max(per_row, 8), wrap=False)
             for col, (caption, img) in zip(cols, items[start:start + per_row]):
-                url, _ = png_once(("strip", caption, img.shape, float(np.asarray(img).sum())), lambda i=img: _small(i),
-                                  memo_name="strip_memo", limit=80)
+                url = _small_url("strip", caption, img)
                 col.image(url, caption=caption, width="stretch")
 
 
