@@ -505,7 +505,7 @@ def test_a_live_scene_shows_the_attack_s_stage_and_pli_s_accuracy_while_it_runs(
     from types import SimpleNamespace
 
     class Handle:  # what the pool's handle offers the scene, mid-run
-        lock, status, done, error, finished = threading.Lock(), "running", False, None, None
+        lock, status, done, error, finished, seq = threading.Lock(), "running", False, None, None, 7
         scenario = SimpleNamespace(params={"protocol": "fedmd", "attack": "pli"})
         started = Started({}, {}, np.random.rand(3, 8, 8, 3), ["a", "b", "c"], [0, 1, 2], 200, "cpu", "", 1.0)
         latest = Progress(40, 200, 4.9, 0.3, psnr=11.0, images=np.random.rand(3, 8, 8, 3),
