@@ -16,7 +16,7 @@ from ..artifacts import as_mosaics, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..words import fixed, plural
-from .pictures import png_once
+from .pictures import show
 from .shared import queue_line, run_pool, setup_line
 from .compare import frame_at, judged_extras
 
@@ -166,14 +166,6 @@ def _run(path: str, run_id: int):
     return RunStore(path, read_only=True).load(run_id)
 
 
-def _show(where, key: tuple, picture: np.ndarray, caption: str) -> None:
-    """The scene's picture, inline and encoded once per frame: a media file (what st.image makes of an array)
-    could be replaced by the next frame before the browser fetched it, and the projector showed a broken image
-    for a tick (a 404 in one replay of three)."""
-    url, _ = png_once(key, lambda: picture, memo_name="p_png")
-    where.image(url, caption=caption, width="stretch")
-
-
 def _picture(originals: np.ndarray, images: np.ndarray, baseline=None, psnr=None,
              verdicts=None) -> tuple[np.ndarray, str]:
     """One or two images side by side, as large as the screen allows; more as rows or mosaics (logit
@@ -213,8 +205,10 @@ def showcase_body(path: str, run_id: int, pace) -> None:
     picture, where = _picture(originals, images, baseline,
                               run.finished.metrics.get("psnr_per_image") if final else None, verdicts)
     left, right = st.columns([3, 1])
-    _show(left, ("showcase", run_id, it, final), picture,
-          f"{where} · {catalog.step_noun(run.scenario.get('params', {}))} {it} of {run.finished.iterations}")
+    # inline, encoded once per frame: a media file (what st.image makes of an array) could be replaced by the
+    # next frame before the browser fetched it, and the projector showed a broken image for a tick
+    show(left, ("showcase", run_id, it, final), lambda: picture, None,
+         f"{where} · {catalog.step_noun(run.scenario.get('params', {}))} {it} of {run.finished.iterations}")
     m = run.finished.metrics
     if m.get("attack_accuracy") is not None:
         right.metric("Attack accuracy", f"{m['attack_accuracy']:.0%}" if final else "…")
@@ -322,8 +316,8 @@ def live_body(preset: str, pace) -> None:
                                   fin.metrics.get("psnr_per_image") if fin is not None else None,
                                   fin.metrics.get("success") if fin is not None else None)
         frame = ("final", fin.status) if fin is not None else (-1 if latest is None else latest.iteration)
-        _show(left, ("live", handle.seq, frame), picture,
-              live_caption(where, latest, fin, catalog.step_noun(handle.scenario.params)))
+        show(left, ("live", handle.seq, frame), lambda: picture, None,
+             live_caption(where, latest, fin, catalog.step_noun(handle.scenario.params)))
     if fin is not None:
         m = fin.metrics
         if m.get("attack_accuracy") is not None:
