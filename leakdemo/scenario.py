@@ -6,6 +6,7 @@ component the user switched away from are dropped, so the new component starts f
 """
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass, field
@@ -81,13 +82,11 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
             preset: str = "custom") -> Scenario:
     """Validate base (trusted: a preset or scenario file) plus overrides (typed by a user)."""
     base, overrides = dict(base or {}), dict(overrides or {})
+    merged = {**base, **overrides}
     known = catalog.all_param_names()
     for name in list(base) + list(overrides):
         if name not in known:
-            close = sorted(k for k in known if k[:3] == name[:3])
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise ParamError(name, f"unknown parameter{hint}; `python -m leakdemo list` shows them all")
-    merged = {**base, **overrides}
+            raise ParamError(name, _unknown(name, merged))
     protocol = _choice("protocol", merged)
     attack = _choice("attack", merged)
     defense = _choice("defense", merged)
@@ -141,6 +140,27 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     warnings += [w for w in [catalog.too_few_equations(values), catalog.short_of_the_paper(values)] if w]
     warnings += catalog.cost_warnings(values)
     return Scenario(values, preset, tuple(warnings))
+
+
+_SAID_FOR = {"steps": "iterations", "iters": "iterations", "iter": "iterations", "max_iter": "iterations",
+             "batch": "batch_size", "noise": "dp_sigma", "sigma": "dp_sigma"}  # papers' words
+
+
+def _unknown(name: str, merged: Mapping[str, Any]) -> str:
+    """Why `name` is refused, with the names this scenario does take (`--set steps=50` on dlg: its steps are
+    `iterations`), the likeliest first."""
+    try:
+        protocol, attack, defense = (_choice(k, merged) for k in ("protocol", "attack", "defense"))
+        own = sorted(catalog.params_for(protocol, attack, defense))
+    except ParamError:  # the combination itself is bad: suggest from every name
+        protocol, own = None, sorted(catalog.all_param_names())
+    close = ([k for k in (_SAID_FOR.get(name),) if k in own] or difflib.get_close_matches(name, own, n=3, cutoff=0.6) or [k for k in own if name in k or k[:3] == name[:3]]
+             or [f"{k} (of {', '.join(catalog.owners(k))})"
+                 for k in difflib.get_close_matches(name, sorted(catalog.all_param_names()), n=2, cutoff=0.75)])
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    if protocol is None:
+        return f"unknown parameter{hint}; `python -m leakdemo list` shows them all"
+    return f"unknown parameter{hint}; {attack} on {protocol} takes: {', '.join(own)}"
 
 
 def _unused_named_images(values: Mapping[str, Any]) -> str | None:

@@ -89,6 +89,23 @@ def test_unknown_and_misplaced_parameters_are_named():
         from_preset("nope")
 
 
+def test_an_unknown_name_gets_the_likeliest_meant_one_and_the_names_the_scenario_takes():
+    """`--set steps=50` on DLG: its steps are `iterations` (not warmup_steps, which trains the model first)."""
+    with pytest.raises(ParamError) as e:
+        from_preset("dlg", {"steps": 50})
+    said = str(e.value)
+    assert said.startswith("steps: unknown parameter (did you mean iterations?); dlg on fedsgd takes: ")
+    assert said.split("takes: ")[1].split(", ") == sorted(catalog.params_for("fedsgd", "dlg", "none"))
+    with pytest.raises(ParamError, match=r"^iteration: unknown parameter \(did you mean iterations\?\)"):
+        from_preset("dlg", {"iteration": 5})
+    with pytest.raises(ParamError, match=r"^epoch: unknown parameter \(did you mean inversion_epochs, local_epochs\?\)"):
+        from_preset("pli", {"epoch": 3})
+    with pytest.raises(ParamError, match=r"^dp_sigm: unknown parameter \(did you mean dp_sigma \(of dp-gaussian"):
+        from_preset("dlg", {"dp_sigm": 0.1})  # a defense's name, before that defense is chosen
+    with pytest.raises(ParamError, match=r"^stps: unknown parameter; `python -m leakdemo list` shows them all$"):
+        resolve({"protocol": "nope"}, {"stps": 1})  # no scenario to list the names of
+
+
 def test_switching_attack_drops_the_old_attacks_values():
     s = from_preset("invgrad", {"attack": "dlg"})
     assert s["lr"] == catalog.ATTACKS["dlg"].param("lr").default  # not invgrad's 0.1
