@@ -8,6 +8,8 @@ class LeakdemoError(Exception):
 class ParamError(LeakdemoError, ValueError):
     """A parameter value (or combination) that the catalog does not allow."""
 
-    def __init__(self, name: str, message: str):
+    def __init__(self, name: str, message: str, short: str | None = None):
         self.name = name
         super().__init__(f"{name}: {message}")
+        # what a page's note about a link needs, where the whole message (every name a scenario takes) would crowd it
+        self.short = f"{name}: {short}" if short else str(self)

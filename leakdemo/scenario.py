@@ -86,7 +86,7 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     known = catalog.all_param_names()
     for name in list(base) + list(overrides):
         if name not in known:
-            raise ParamError(name, _unknown(name, merged))
+            raise ParamError(name, *_unknown(name, merged))
     protocol = _choice("protocol", merged)
     attack = _choice("attack", merged)
     defense = _choice("defense", merged)
@@ -146,9 +146,9 @@ _SAID_FOR = {"steps": "iterations", "iters": "iterations", "iter": "iterations",
              "batch": "batch_size", "noise": "dp_sigma", "sigma": "dp_sigma"}  # papers' words
 
 
-def _unknown(name: str, merged: Mapping[str, Any]) -> str:
-    """Why `name` is refused, with the names this scenario does take (`--set steps=50` on dlg: its steps are
-    `iterations`), the likeliest first."""
+def _unknown(name: str, merged: Mapping[str, Any]) -> tuple[str, str]:
+    """Why `name` is refused, with the likeliest name meant (`--set steps=50` on dlg: its steps are
+    `iterations`) and the names this scenario does take; and the same without those names, for a page."""
     try:
         protocol, attack, defense = (_choice(k, merged) for k in ("protocol", "attack", "defense"))
         own = sorted(catalog.params_for(protocol, attack, defense))
@@ -159,8 +159,8 @@ def _unknown(name: str, merged: Mapping[str, Any]) -> str:
                  for k in difflib.get_close_matches(name, sorted(catalog.all_param_names()), n=2, cutoff=0.75)])
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     if protocol is None:
-        return f"unknown parameter{hint}; `python -m leakdemo list` shows them all"
-    return f"unknown parameter{hint}; {attack} on {protocol} takes: {', '.join(own)}"
+        return f"unknown parameter{hint}; `python -m leakdemo list` shows them all", f"unknown parameter{hint}"
+    return f"unknown parameter{hint}; {attack} on {protocol} takes: {', '.join(own)}", f"unknown parameter{hint}"
 
 
 def _unused_named_images(values: Mapping[str, Any]) -> str | None:

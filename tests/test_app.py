@@ -51,6 +51,14 @@ def test_bad_link_values_fall_back_and_are_reported():
     assert not [w.value for w in at.warning if w.value.startswith("Ignored from the link")]
 
 
+def test_an_unknown_name_in_a_link_gets_the_likeliest_meant_one_without_the_clis_list():
+    at = lab(preset="dlg", steps="50")
+    said = [w.value for w in at.warning if w.value.startswith("Ignored from the link")]
+    assert said == ["Ignored from the link: steps: unknown parameter (did you mean iterations?). "
+                    "Using the default instead."], said
+    assert widget(at, "Iterations").value == 300
+
+
 def test_an_unknown_photo_in_a_link_is_reported_not_dropped_in_silence():
     at = lab(preset="dlg", images="coffee,nope")
     assert any(w.value.startswith("Ignored from the link: images: unknown samples item 'nope'") for w in at.warning)

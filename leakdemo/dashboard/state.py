@@ -39,7 +39,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
             if e.name not in trial:  # a value the link did not set: find the culprits one at a time, below
                 errors.clear()
                 break
-            errors[e.name] = str(e)
+            errors[e.name] = e.short
             del trial[e.name]
         except LeakdemoError:
             errors.clear()
@@ -52,7 +52,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
                 resolve(base, trial, preset=name)
                 accepted = trial
             except LeakdemoError as e:
-                errors[key] = str(e)
+                errors[key] = e.short if isinstance(e, ParamError) else str(e)
                 left.append(key)
         if len(left) == len(keys):
             break

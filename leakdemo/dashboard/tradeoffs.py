@@ -129,7 +129,7 @@ def _fitting(preset: str, defense: str, extra: dict) -> tuple[dict, list[str]]:
         except ParamError as e:
             if e.name not in kept:  # not one of the link's values: build() will say it on the page
                 break
-            dropped.append(str(e))
+            dropped.append(e.short)
             del kept[e.name]
         except LeakdemoError:
             break
