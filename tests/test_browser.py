@@ -248,6 +248,17 @@ def test_a_phone_shows_the_lab_folded_and_the_original_beside_its_reconstruction
     first, second = (pictures.nth(i).bounding_box() for i in range(2))
     assert abs(first["y"] - second["y"]) < 2 and first["x"] + first["width"] <= second["x"], (first, second)
     assert page.get_by_text("Gaussian noise (noise σ").bounding_box()["y"] < first["y"]
+    page.goto(f"{server}/Compare?runs=g1,g2,g5,g6")  # four: two to a row, each title above its own picture
+    pictures = page.locator('[data-testid="stMain"] [data-testid="stImage"] img')
+    expect(pictures).to_have_count(4, timeout=60_000)
+    page.wait_for_timeout(1500)
+    boxes = [pictures.nth(i).bounding_box() for i in range(4)]
+    assert page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollWidth") <= 420  # once 980
+    for left, right in (boxes[:2], boxes[2:]):
+        assert abs(left["y"] - right["y"]) < 2 and left["x"] + left["width"] <= right["x"], (left, right)
+    cafe = page.get_by_text("Fake gradients (fake σ").bounding_box()  # the fourth run's title
+    assert boxes[1]["y"] + boxes[1]["height"] < cafe["y"] < boxes[3]["y"], (cafe, boxes)
+    assert cafe["x"] >= boxes[2]["x"] + boxes[2]["width"], (cafe, boxes)
     page.close()
 
 
@@ -445,7 +456,7 @@ def test_four_runs_side_by_side_each_fit_their_column(server, browser):
     expect(page.locator('[data-testid="stImage"] img')).to_have_count(4, timeout=60_000)
     page.wait_for_timeout(1500)  # the layout settles
     boxes = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stImage"] img')].map(img => {
-        const col = img.closest('[data-testid="stColumn"]').getBoundingClientRect(), b = img.getBoundingClientRect();
+        const col = img.closest('[class*="st-key-c_pic_"]').getBoundingClientRect(), b = img.getBoundingClientRect();
         return [b.left, b.right, col.left, col.right, b.width, b.top]; })""")
     assert len(boxes) == 4, boxes
     assert all(c_left - 1 <= left and right <= c_right + 1 and width > 100
@@ -466,7 +477,7 @@ def test_two_runs_fill_their_columns_on_a_projector(server, browser):
     page.wait_for_timeout(1500)  # the layout settles
     for i in range(2):
         img = imgs.nth(i)
-        column = img.evaluate("i => i.closest('[data-testid=\"stColumn\"]').getBoundingClientRect().width")
+        column = img.evaluate("i => i.closest('[class*=\"st-key-c_pic_\"]').getBoundingClientRect().width")
         assert img.evaluate(DRAWN_SIZE)[0] >= 0.8 * column, (img.evaluate(DRAWN_SIZE), column)
     assert_no_traceback(page)
     page.close()

@@ -27,11 +27,28 @@ TICK = 0.25  # seconds between replay frames
 REPLAY_SECONDS = 8.0  # a whole replay at 1× speed
 SPEEDS = {"0.5×": 0.5, "1×": 1.0, "2×": 2.0, "4×": 4.0}
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+
+
+def _runs_grid_css() -> str:
+    """The runs as one grid: their titles in the first row, their pictures in the second, so a title that
+    wraps to more lines does not push its picture below the others'. On a phone, two runs to a row, each
+    title still above its own picture (four side by side scrolled sideways; stacked, every title came first).
+    Streamlit wraps each keyed container in a div of its own: that div is the grid's cell."""
+    def cell(kind: str, i: int, row: int, column: int, more: str = "") -> str:
+        return f".st-key-c_grid > :has(> .st-key-c_{kind}_{i}) {{grid-row: {row}; grid-column: {column};{more}}}\n"
+    wide = "".join(cell("head", i, 1, i + 1) + cell("pic", i, 2, i + 1) for i in range(MAX_RUNS))
+    phone = "".join(cell("head", i, 2 * (i // 2) + 1, i % 2 + 1, " margin-top: 1rem;")
+                    + cell("pic", i, 2 * (i // 2) + 2, i % 2 + 1) for i in range(2, MAX_RUNS))
+    return (".st-key-c_grid {display: grid !important; grid-auto-columns: minmax(0, 1fr); column-gap: 1rem; "
+            "row-gap: 0.5rem; align-items: start;}\n" + wide + "@media (max-width: 640px) {\n" + phone + "}")
+
+
 CSS = f"""
 <style>
 .block-container {{padding-top: 2.2rem;}}
 {IMAGE_CSS}
 [data-testid="stImage"] img {{max-height: 46vh; object-fit: contain;}}
+{_runs_grid_css()}
 </style>
 """
 
@@ -333,9 +350,9 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         st.session_state["c_seek"] = pos
         c3.slider("Position in the run", 0.0, 1.0, key="c_seek", step=0.01, format="%.2f",
                   label_visibility="collapsed", on_change=_seek)
-    # the titles in a row of their own: a title that wraps to two lines no longer pushes its pictures below the others';
-    # side by side on a phone too (stacked, every title came before every picture)
-    heads, cols = st.columns(len(runs), wrap=False), st.columns(len(runs), wrap=False)
+    runs_grid = st.container(key="c_grid")  # laid out by _runs_grid_css
+    heads = [runs_grid.container(key=f"c_head_{i}") for i in range(len(runs))]
+    cols = [runs_grid.container(key=f"c_pic_{i}") for i in range(len(runs))]
     apart = told_apart([(run.scenario.get("params", {}), run.scenario.get("preset")) for _, run in runs])
     for head, col, (ref, run), settings in zip(heads, cols, runs, apart):
         it, images = frame_at(run, pos)
