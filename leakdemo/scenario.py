@@ -146,6 +146,20 @@ _SAID_FOR = {"steps": "iterations", "iters": "iterations", "iter": "iterations",
              "batch": "batch_size", "noise": "dp_sigma", "sigma": "dp_sigma"}  # papers' words
 
 
+def likeliest(name: str, own: list[str]) -> list[str]:
+    """The names a user probably meant by `name`: of this scenario's `own`, else another component's, said as
+    whose ("dp_sigma (of dp-gaussian, dp-laplace)")."""
+    meant = _SAID_FOR.get(name)
+    if meant in own:
+        return [meant]
+    close = difflib.get_close_matches(name, own, n=3, cutoff=0.6) or [k for k in own if name in k or k[:3] == name[:3]]
+    if close:
+        return close
+    elsewhere = [meant] if meant else difflib.get_close_matches(name, sorted(catalog.all_param_names()), n=2,
+                                                                cutoff=0.75)
+    return [f"{k} (of {', '.join(catalog.owners(k))})" for k in elsewhere]
+
+
 def _unknown(name: str, merged: Mapping[str, Any]) -> tuple[str, str]:
     """Why `name` is refused, with the likeliest name meant (`--set steps=50` on dlg: its steps are
     `iterations`) and the names this scenario does take; and the same without those names, for a page."""
@@ -154,13 +168,11 @@ def _unknown(name: str, merged: Mapping[str, Any]) -> tuple[str, str]:
         own = sorted(catalog.params_for(protocol, attack, defense))
     except ParamError:  # the combination itself is bad: suggest from every name
         protocol, own = None, sorted(catalog.all_param_names())
-    close = ([k for k in (_SAID_FOR.get(name),) if k in own] or difflib.get_close_matches(name, own, n=3, cutoff=0.6) or [k for k in own if name in k or k[:3] == name[:3]]
-             or [f"{k} (of {', '.join(catalog.owners(k))})"
-                 for k in difflib.get_close_matches(name, sorted(catalog.all_param_names()), n=2, cutoff=0.75)])
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    close = likeliest(name, own)
+    short = "unknown parameter" + (f" (did you mean {', '.join(close)}?)" if close else "")
     if protocol is None:
-        return f"unknown parameter{hint}; `python -m leakdemo list` shows them all", f"unknown parameter{hint}"
-    return f"unknown parameter{hint}; {attack} on {protocol} takes: {', '.join(own)}", f"unknown parameter{hint}"
+        return f"{short}; `python -m leakdemo list` shows them all", short
+    return f"{short}; {attack} on {protocol} takes: {', '.join(own)}", short
 
 
 def _unused_named_images(values: Mapping[str, Any]) -> str | None:

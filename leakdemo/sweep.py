@@ -29,7 +29,7 @@ from . import catalog, privacy
 from .data import check_source
 from .errors import LeakdemoError, ParamError
 from .milestones import RECOGNISABLE_DB
-from .scenario import Scenario, resolve
+from .scenario import Scenario, likeliest, resolve
 from .words import value_text
 
 MAX_POINTS = 64
@@ -73,7 +73,9 @@ def parse_axis(text: str, base: Scenario) -> Axis:
         owners = catalog.owners(name)
         defenses = [o for o in owners if o in catalog.DEFENSES]
         hint = f"; --set defense={defenses[0]} to sweep it" if defenses and len(defenses) == len(owners) else ""
-        where = f" (it belongs to: {', '.join(owners)}{hint})" if owners else ""
+        close = likeliest(name, known)
+        where = (f" (it belongs to: {', '.join(owners)}{hint})" if owners
+                 else f" (did you mean {', '.join(close)}?)" if close else "")
         raise ParamError(name, f"is not a parameter of protocol={base['protocol']}, attack={base['attack']}, "
                                f"defense={base['defense']}{where}; sweepable: {', '.join(known)}")
     p = specs[name]

@@ -102,6 +102,8 @@ def test_an_unknown_name_gets_the_likeliest_meant_one_and_the_names_the_scenario
         from_preset("pli", {"epoch": 3})
     with pytest.raises(ParamError, match=r"^dp_sigm: unknown parameter \(did you mean dp_sigma \(of dp-gaussian"):
         from_preset("dlg", {"dp_sigm": 0.1})  # a defense's name, before that defense is chosen
+    with pytest.raises(ParamError, match=r"^noise: unknown parameter \(did you mean dp_sigma \(of dp-gaussian"):
+        from_preset("dlg", {"noise": 0.1})  # the papers' word for it
     with pytest.raises(ParamError, match=r"^stps: unknown parameter; `python -m leakdemo list` shows them all$"):
         resolve({"protocol": "nope"}, {"stps": 1})  # no scenario to list the names of
 

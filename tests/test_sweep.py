@@ -42,6 +42,8 @@ def test_axes_follow_the_catalog():
 
 @pytest.mark.parametrize("text,message", [
     ("zzz=1..2:3", "zzz: is not a parameter of protocol=fedsgd, attack=dlg, defense=dp-gaussian"),
+    ("steps=1..2:3", "steps: is not a parameter of protocol=fedsgd, attack=dlg, defense=dp-gaussian "
+                     "(did you mean iterations?); sweepable: "),
     ("tv_weight=0..1:3", "tv_weight: is not a parameter of protocol=fedsgd, attack=dlg, defense=dp-gaussian "
                          "(it belongs to: invgrad"),
     ("dp_sigma=1e-4..1:1", "dp_sigma: the number of points must be an integer in [2, 64], got 1"),
