@@ -147,17 +147,24 @@ _SAID_FOR = {"steps": "iterations", "iters": "iterations", "iter": "iterations",
 
 
 def likeliest(name: str, own: list[str]) -> list[str]:
-    """The names a user probably meant by `name`: of this scenario's `own`, else another component's, said as
-    whose ("dp_sigma (of dp-gaussian, dp-laplace)")."""
+    """The names a user probably meant by `name`: of this scenario's `own` if any fits, else other components'
+    (`sigma` on an undefended run: dp_sigma, which the DP defenses take)."""
     meant = _SAID_FOR.get(name)
     if meant in own:
         return [meant]
     close = difflib.get_close_matches(name, own, n=3, cutoff=0.6) or [k for k in own if name in k or k[:3] == name[:3]]
     if close:
         return close
-    elsewhere = [meant] if meant else difflib.get_close_matches(name, sorted(catalog.all_param_names()), n=2,
-                                                                cutoff=0.75)
-    return [f"{k} (of {', '.join(catalog.owners(k))})" for k in elsewhere]
+    others = sorted(catalog.all_param_names() - {name})  # a name of another component's is not its own hint
+    return [meant] if meant else difflib.get_close_matches(name, others, n=2, cutoff=0.75)
+
+
+def did_you_mean(name: str, own: list[str]) -> str:
+    """' (did you mean iterations?)', or '' when nothing is alike; a name of another component's is said as
+    whose: ' (did you mean dp_sigma (of dp-gaussian, dp-laplace)?)'."""
+    said = [k if k in own or not catalog.owners(k) else f"{k} (of {', '.join(catalog.owners(k))})"
+            for k in likeliest(name, own)]
+    return f" (did you mean {', '.join(said)}?)" if said else ""
 
 
 def _unknown(name: str, merged: Mapping[str, Any]) -> tuple[str, str]:
@@ -168,8 +175,7 @@ def _unknown(name: str, merged: Mapping[str, Any]) -> tuple[str, str]:
         own = sorted(catalog.params_for(protocol, attack, defense))
     except ParamError:  # the combination itself is bad: suggest from every name
         protocol, own = None, sorted(catalog.all_param_names())
-    close = likeliest(name, own)
-    short = "unknown parameter" + (f" (did you mean {', '.join(close)}?)" if close else "")
+    short = "unknown parameter" + did_you_mean(name, own)
     if protocol is None:
         return f"{short}; `python -m leakdemo list` shows them all", short
     return f"{short}; {attack} on {protocol} takes: {', '.join(own)}", short

@@ -29,7 +29,7 @@ from . import catalog, privacy
 from .data import check_source
 from .errors import LeakdemoError, ParamError
 from .milestones import RECOGNISABLE_DB
-from .scenario import Scenario, likeliest, resolve
+from .scenario import Scenario, did_you_mean, likeliest, resolve
 from .words import value_text
 
 MAX_POINTS = 64
@@ -71,11 +71,14 @@ def parse_axis(text: str, base: Scenario) -> Axis:
     if name not in specs:
         known = sorted(n for n in specs if n not in ("protocol", "attack", "defense", "device", "seed"))
         owners = catalog.owners(name)
-        defenses = [o for o in owners if o in catalog.DEFENSES]
-        hint = f"; --set defense={defenses[0]} to sweep it" if defenses and len(defenses) == len(owners) else ""
-        close = likeliest(name, known)
+        close = [] if owners else likeliest(name, known)
+        meant = close[0] if len(close) == 1 and close[0] not in known else None  # another component's name
+        whose = owners or (catalog.owners(meant) if meant else [])
+        defenses = [o for o in whose if o in catalog.DEFENSES]
+        hint = f"; --set defense={defenses[0]} to sweep it" if defenses and len(defenses) == len(whose) else ""
         where = (f" (it belongs to: {', '.join(owners)}{hint})" if owners
-                 else f" (did you mean {', '.join(close)}?)" if close else "")
+                 else f" (did you mean {meant}? it belongs to: {', '.join(whose)}{hint})" if whose
+                 else did_you_mean(name, known))
         raise ParamError(name, f"is not a parameter of protocol={base['protocol']}, attack={base['attack']}, "
                                f"defense={base['defense']}{where}; sweepable: {', '.join(known)}")
     p = specs[name]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from leakdemo import privacy, utility
-from leakdemo.errors import LeakdemoError
+from leakdemo.errors import LeakdemoError, ParamError
 from leakdemo.scenario import from_preset
 from leakdemo.store import RunStore
 from leakdemo.sweep import PointDone, Sweep, SweepFinished, SweepStarted, parse_axis, pareto
@@ -62,6 +62,19 @@ def test_bad_axes_name_the_parameter(text, message):
     if "sweepable: " in str(e.value):  # the list offers what a sweep can vary: not the seed it refuses
         offered = str(e.value).split("sweepable: ")[1].split(", ")
         assert "seed" not in offered and "dp_sigma" in offered, offered
+
+
+def test_a_defenses_knob_on_an_undefended_scenario_says_which_defense_to_set():
+    """`--vary sigma` on a run without a defense means the DP noise: the message names it, its defenses and the
+    --set that makes it sweepable, as `--vary dp_sigma` does."""
+    for typed in ("sigma", "dp_sigma"):
+        with pytest.raises(ParamError) as e:
+            parse_axis(f"{typed}=1e-4..1:3", from_preset("dlg", {**FAST, "defense": "none"}))
+        assert "dp-gaussian, dp-laplace; --set defense=dp-gaussian to sweep it)" in str(e.value), str(e.value)
+    assert str(e.value).startswith("dp_sigma: is not a parameter of protocol=fedsgd, attack=dlg, defense=none "
+                                   "(it belongs to: dp-gaussian, dp-laplace;")
+    with pytest.raises(ParamError, match=r"^sigma: .* \(did you mean dp_sigma\? it belongs to: dp-gaussian"):
+        parse_axis("sigma=1e-4..1:3", from_preset("dlg", {**FAST, "defense": "none"}))
 
 
 def test_bad_sweep_on_the_command_line_is_one_line_exit_2():

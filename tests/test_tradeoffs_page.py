@@ -62,6 +62,8 @@ def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     assert not at.exception and at.button[0].disabled
     assert any(e.value == "vary: without a defense, vary a protocol knob that defends: batch_size, warmup_steps; "
                           "got iterations" for e in at.error), [e.value for e in at.error]
+    at.text_input(key="t_vary").set_value("batch=1..16:5").run()  # a mistyped knob gets the one meant
+    assert any(e.value.endswith("got batch (did you mean batch_size?)") for e in at.error), [e.value for e in at.error]
     at = page(sweep="custom", preset="dlm-plus", defense="none", vary="local_steps=1,2,4")  # a shared link
     assert not at.exception and not at.error and not at.warning
     assert "**DLM+ against local steps (dlm-plus)** — 3 points × 1 seed = 3 runs" in texts(at)
@@ -106,6 +108,7 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
 @pytest.mark.parametrize("vary,message", [
     ("dp_sigma=1e-4..1:99", "dp_sigma: the number of points must be an integer in [2, 64], got 99"),
     ("zzz=1..2:3", "zzz: is not a parameter of this scenario; the defense's: dp_sigma, dp_clip"),
+    ("sigma=1e-4..1:3", "sigma: is not a parameter of this scenario (did you mean dp_sigma?); the defense's: "),
     ("dp_sigma=1..1e-4:3", "dp_sigma: the range must go from low to high"),
 ])
 def test_a_bad_range_names_the_parameter_and_disables_run(vary, message):

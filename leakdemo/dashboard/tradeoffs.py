@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from .. import catalog
 from ..artifacts import upscale
 from ..errors import LeakdemoError, ParamError
-from ..scenario import load, presets
+from ..scenario import did_you_mean, load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
@@ -205,12 +205,15 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     # a name the page cannot sweep is told in the page's terms (parse_axis lists all the CLI could sweep)
     name, eq, _ = (t.strip() for t in spec["vary"].partition("="))
     knobs = {p.name: p for p in _sweepable("none", spec["preset"])}
+    takes = catalog.params_for(base["protocol"], base["attack"], base["defense"])
     if name and eq and spec["defense"] == "none" and name not in knobs:  # a protocol knob that defends
         raise ParamError("vary", f"without a defense, vary a protocol knob that defends: "
-                                 f"{', '.join(knobs) or 'this protocol has none'}; got {name}")
-    if name and eq and name not in catalog.params_for(base["protocol"], base["attack"], base["defense"]):
-        raise ParamError(name, f"is not a parameter of this scenario; the defense's: "
-                               f"{', '.join(p.name for p in _sweepable(spec['defense'], spec['preset']))}")
+                                 f"{', '.join(knobs) or 'this protocol has none'}; got {name}"
+                                 f"{'' if name in takes else did_you_mean(name, list(knobs))}")
+    if name and eq and name not in takes:
+        own = [p.name for p in _sweepable(spec["defense"], spec["preset"])]
+        raise ParamError(name, f"is not a parameter of this scenario{did_you_mean(name, own)}; the defense's: "
+                               f"{', '.join(own)}")
     axes = [parse_axis(spec["vary"], base)]
     title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning (idlg)"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
