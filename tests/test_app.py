@@ -551,6 +551,10 @@ def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten(
     assert loss.layout.yaxis.exponentformat == "power"  # 10⁻⁶, not "1μ"
     assert loss.layout.yaxis.dtick == 2  # 50 … 2·10⁻⁶ is 7.4 decades: every second one labelled
     assert quality.layout.xaxis.title.text == loss.layout.xaxis.title.text == "iteration"
+    # side by side, their x-axes at one height: no legend under one chart alone; each axis in its line's colour
+    assert quality.layout.showlegend is False and len(loss.data) == 1
+    assert quality.layout.yaxis.title.font.color == quality.data[0].line.color
+    assert quality.layout.yaxis2.title.font.color == quality.data[1].line.color
     quality, loss = _chart(SimpleNamespace(curves=curves, scenario=SimpleNamespace(params={"protocol": "fedmd"})))
     assert quality.layout.xaxis.title.text == loss.layout.xaxis.title.text == "inversion epoch"  # PLI's axis
 
@@ -688,6 +692,16 @@ def test_a_run_begun_folds_the_threat_card_even_at_an_unchanged_pace():
     assert not redraw_page(run, POLL_SECONDS, run)  # drawn with it (card folded): ticks redraw the panel alone
     again = RunHandle(scenario=from_preset("dlg"), status="running", seq=2)
     assert redraw_page(again, POLL_SECONDS, run)  # a second run over the first's page
+
+
+def test_cafes_utility_chart_keeps_its_legend_for_one_line_so_its_axis_meets_the_steps_charts():
+    """The Steps I–II chart beside it has a two-line legend under it; Plotly hides a lone line's legend, which
+    set the undefended utility chart's x-axis lower than its neighbour's."""
+    from leakdemo.dashboard.views import vfl
+    fig = vfl.utility_chart({"defended": [2.3, 1.0, 0.4], "steps": 3, "lr": 0.1})
+    assert [t.name for t in fig.data] == ["no defense"] and fig.layout.showlegend is True
+    assert fig.layout.legend.y == vfl.steps_chart({"iteration": [0], "step1_error": [1.0], "step2_error": [1.0]}
+                                                  ).layout.legend.y
 
 
 def test_the_quality_chart_marks_the_recognisable_and_recovered_bars():

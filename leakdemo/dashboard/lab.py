@@ -396,12 +396,17 @@ def _chart(handle):
     fig.add_trace(go.Scatter(x=c["iteration"], y=c["psnr"], name="PSNR (dB)", line=dict(color=RECON_COLOR, width=3)))
     fig.add_trace(go.Scatter(x=c["iteration"], y=c["ssim"], name="SSIM", yaxis="y2",
                              line=dict(color=ORIGINAL_COLOR, width=2, dash="dot")))
+    # each axis in its line's colour, no legend: a legend under this chart alone set its x-axis above the loss
+    # chart's beside it
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Reconstruction quality",
-                      xaxis_title=noun, yaxis=dict(title="PSNR (dB)", rangemode="tozero"),
-                      yaxis2=dict(title="SSIM", overlaying="y", side="right", range=[0, 1], showgrid=False,
+                      xaxis_title=noun, showlegend=False,
+                      yaxis=dict(title=dict(text="PSNR (dB) ━", font=dict(color=RECON_COLOR)), rangemode="tozero",
+                                 tickfont=dict(color=RECON_COLOR)),
+                      yaxis2=dict(title=dict(text="SSIM ┅", font=dict(color=ORIGINAL_COLOR)), overlaying="y",
+                                  side="right", range=[0, 1], showgrid=False, tickfont=dict(color=ORIGINAL_COLOR),
                                   # Streamlit's theme syncs an overlaid axis's ticks to the PSNR grid (0.569, 0.853…)
                                   tickmode="array", tickvals=[0, 0.25, 0.5, 0.75, 1]),
-                      legend=dict(orientation="h", y=-0.25), font=dict(size=14))
+                      font=dict(size=14))
     if handle.scenario.params.get("protocol") not in catalog.LOGIT_PROTOCOLS:  # PLI's PSNR is against a class's mean
         psnr_bars(fig)
     loss = go.Figure(go.Scatter(x=c["iteration"], y=c["loss"], name="loss", line=dict(color="#555", width=2)))

@@ -91,7 +91,10 @@ def utility_chart(u: dict):
     fig.update_layout(height=300, margin=MARGIN,
                       # the steps and rate under the axis: in the title they ran off a 1024-px laptop's chart
                       title="Utility: training loss", xaxis_title=f"SGD step (of {u['steps']}, lr {u['lr']:g})",
-                      yaxis=dict(rangemode="tozero"), legend=dict(orientation="h", y=-0.25), font=dict(size=14))
+                      yaxis=dict(rangemode="tozero"), font=dict(size=14),
+                      # shown for one line too ("no defense"): the Steps chart beside it has a legend, and their
+                      # x-axes only line up when both have one
+                      showlegend=True, legend=dict(orientation="h", y=-0.25))
     attacked = u.get("while_attacked")
     if attacked:  # the model kept training during the attack: its own loss, on the attack's iterations (top axis)
         total = u.get("attacked_iterations", len(attacked))
