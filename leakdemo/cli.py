@@ -13,7 +13,7 @@ from . import catalog, milestones, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
-from .words import fixed, plural, small_figure, three_digits, value_text
+from .words import alike, fixed, hint, plural, small_figure, three_digits, value_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -508,7 +508,9 @@ def cmd_sweep(args) -> int:
     else:
         if not (args.scenario.endswith(".json") or os.path.sep in args.scenario) and args.scenario not in presets():
             # the preset's own message listed presets only, to someone who likely typed a sweep's name
-            raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}; built-in sweeps: "
+            known = [*presets_of_sweeps.sweeps(), *presets()]
+            raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}{hint(alike(args.scenario, known))}; "
+                             f"built-in sweeps: "
                              f"{', '.join(presets_of_sweeps.sweeps())}; presets: {', '.join(presets())}")
         base = load(args.scenario, overrides)
         seeds = args.seeds if args.seeds is not None else 1  # 0 is refused by Sweep, not read as "not given"

@@ -16,7 +16,7 @@ import numpy as np
 from . import cancel
 from .errors import LeakdemoError, ParamError
 from .settings import SOURCES, private_batch
-from .words import plural
+from .words import alike, hint, plural
 
 if TYPE_CHECKING:
     import torch
@@ -284,9 +284,10 @@ def _checked_request(p: dict, names: list[str], count: int, count_name: str) -> 
         if w not in names:
             shown = ", ".join(names) if len(names) <= 30 else f"0 to {len(names) - 1}"
             # a folder's items are named with their sub-folder (the class): `camera.png` is `dogs/camera.png`
-            alike = [n for n in names if source == "folder" and os.path.basename(n) == w]
-            hint = f" (did you mean {' or '.join(alike)}?)" if alike else ""
-            raise ParamError("images", f"unknown {source} item {w!r}{hint}; available: {shown}")
+            same_file = [n for n in names if source == "folder" and os.path.basename(n) == w]
+            meant = same_file or ([] if w.isdigit() else alike(w, names))  # digit 5000 is not "meant" as 500
+            raise ParamError("images", f"unknown {source} item {w!r}{hint(meant)}; "
+                                       f"available: {shown}")
     if len(set(wanted)) != len(wanted):
         raise ParamError("images", "lists an image twice")
     if count > len(names):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import LeakdemoError
+from .words import alike, hint
 
 REPRODUCED, PARTLY, NOT = "reproduced", "partly", "not"
 
@@ -240,7 +241,9 @@ def checks(quick: bool = False, only: list[str] | None = None) -> list[Check]:
     names = {c.name for c in CHECKS}
     bad = [n for n in (only or []) if n not in names]
     if bad:
-        raise LeakdemoError(f"fidelity --only: unknown {'check' if len(bad) == 1 else 'checks'} {', '.join(bad)}; known: {', '.join(sorted(names))}")
+        meant = hint(alike(bad[0], names)) if len(bad) == 1 else ""
+        raise LeakdemoError(f"fidelity --only: unknown {'check' if len(bad) == 1 else 'checks'} {', '.join(bad)}{meant}; "
+                            f"known: {', '.join(sorted(names))}")
     return [c for c in CHECKS if (only and c.name in only) or (not only and (c.quick or not quick))]
 
 

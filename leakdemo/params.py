@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ParamError
+from .words import alike, hint
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -69,7 +70,7 @@ class Param:
         elif self.kind == "choice":
             v = str(value).strip()
             if v not in self.choices:
-                raise ParamError(self.name, f"must be {self.allowed()}; got {value!r}")
+                raise ParamError(self.name, f"must be {self.allowed()}; got {value!r}{hint(alike(v, self.choices))}")
         else:
             if not isinstance(value, (str, int, float)):
                 raise ParamError(self.name, f"must be text, got {type(value).__name__}")

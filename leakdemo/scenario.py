@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from . import catalog
 from .errors import LeakdemoError, ParamError
-from .words import plural
+from .words import alike, hint, plural
 
 PRESET_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "presets")
 FORMAT = "leakdemo-scenario/1"
@@ -69,7 +69,7 @@ def presets() -> dict[str, Preset]:
 def load_preset(name: str) -> Preset:
     table = presets()
     if name not in table:
-        raise ParamError("preset", f"unknown preset {name!r}; available: {', '.join(table)}")
+        raise ParamError("preset", f"unknown preset {name!r}{hint(alike(name, table))}; available: {', '.join(table)}")
     return table[name]
 
 
@@ -164,7 +164,7 @@ def did_you_mean(name: str, own: list[str]) -> str:
     whose: ' (did you mean dp_sigma (of dp-gaussian, dp-laplace)?)'."""
     said = [k if k in own or not catalog.owners(k) else f"{k} (of {', '.join(catalog.owners(k))})"
             for k in likeliest(name, own)]
-    return f" (did you mean {', '.join(said)}?)" if said else ""
+    return hint(said)
 
 
 def _unknown(name: str, merged: Mapping[str, Any]) -> tuple[str, str]:
@@ -235,7 +235,8 @@ def from_file(path: str, overrides: Mapping[str, Any] | None = None) -> Scenario
         with open(path, encoding="utf-8") as fh:
             d = json.load(fh)
     except (OSError, UnicodeDecodeError) as e:
-        raise LeakdemoError(f"scenario: cannot read {path!r} ({e.__class__.__name__})") from None
+        raise LeakdemoError(f"scenario: cannot read {path!r} ({getattr(e, 'strerror', None) or e.__class__.__name__})"
+                            ) from None
     except json.JSONDecodeError as e:
         raise LeakdemoError(f"scenario: {path!r} is not valid JSON ({e.msg}, line {e.lineno})") from None
     return from_dict(d, overrides)

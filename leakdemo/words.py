@@ -2,7 +2,9 @@
 figure that does not read as zero."""
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 
 def plural(n: int, noun: str, many: str | None = None) -> str:
@@ -38,3 +40,17 @@ def three_digits(v: float) -> str:
     """A measured figure to three significant digits: "2.53e8" for an ε (not C's "2.53e+08", nor "253274256",
     which claims nine), "1e-6", not "1e-06"."""
     return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{v:.3g}").replace("e+", "e")
+
+
+def alike(word, options: Iterable) -> list[str]:
+    """The options a mistyped `word` was likely meant as, none when nothing is near: difflib's close matches,
+    with two letters swapped first (alike("dgl", presets) = ["dlg", "dlm"]: difflib scores both alike)."""
+    word, options = str(word).strip(), [str(o) for o in options]
+    close = difflib.get_close_matches(word, options, n=2, cutoff=0.6)
+    return sorted(close, key=lambda o: sorted(o) != sorted(word))  # stable: difflib's order otherwise
+
+
+def hint(said: Iterable[str]) -> str:
+    """' (did you mean dlg?)' to follow an unknown name in a message, or '' when nothing is alike."""
+    said = list(said)
+    return f" (did you mean {' or '.join(said)}?)" if said else ""

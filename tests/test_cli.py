@@ -65,6 +65,14 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
 
 @pytest.mark.parametrize("args,starts", [
     (("run", "nope"), "error: preset: unknown preset 'nope'; available: agic, agic-multiround, cafe"),
+    # a typo gets the name meant, a swap of two letters first
+    (("run", "dgl"), "error: preset: unknown preset 'dgl' (did you mean dlg or dlm?); available: agic, "),
+    (("run", "dlg", "--set", "defense=dp-gausian"), "error: defense: must be one of none, dp-gaussian, dp-laplace, "
+     "prune, fake-gradients, logit-noise, logit-rounding, top-k, logit-temperature; got 'dp-gausian' (did you mean "
+     "dp-gaussian?)"),
+    (("run", "dlg", "--set", "images=cofee"), "error: images: unknown samples item 'cofee' (did you mean coffee?); "),
+    (("sweep", "sweep-dp-dgl"), "error: sweep: unknown sweep or preset 'sweep-dp-dgl' (did you mean sweep-dp-dlg or "),
+    (("fidelity", "--only", "dgl"), "error: fidelity --only: unknown check dgl (did you mean dlg?); known: "),
     (("run", "dlg", "--set", "zzz=1"), "error: zzz: unknown parameter"),
     (("run", "dlg", "--set", "=3"), "error: --set: expected name=value, got '=3'"),
     (("run", "dlg", "--set", "lr=-1"), "error: lr: must be a number in [0.0001, 10], got -1"),
@@ -78,7 +86,8 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     # FedGEMS's server model pooled an 8-px image down to nothing: "internal error (RuntimeError: … too small)"
     (("run", "pli", "--set", "protocol=fedgems", "--set", "image_size=8"),
      "error: image_size: must be 16, 32 or 64 on FedGEMS"),
-    (("run", "/tmp/definitely-missing.json"), "error: scenario: cannot read"),
+    (("run", "/tmp/definitely-missing.json"), "error: scenario: cannot read '/tmp/definitely-missing.json' (No such "
+                                              "file or directory)"),
     (("run", "dlg", "--device", "cuda"), "error: device: cuda is not available"),
     (("frobnicate",), "error: argument cmd: invalid choice"),
     # a value the user did not type, kept from the preset, says where it came from
@@ -97,7 +106,8 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("sweep", "sweep-dp-dlg", "--images", " "), "error: --images: give at least one name"),
     (("fidelity", "--only", ","), "error: --only: give at least one name"),
     (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "=1..2:3"), "error: --vary: name the parameter before '='"),
-    (("sweep", "sweep-dp"), "error: sweep: unknown sweep or preset 'sweep-dp'; built-in sweeps: sweep-batch-dlg, sweep-dp-dlg, "),
+    (("sweep", "sweep-dp"), "error: sweep: unknown sweep or preset 'sweep-dp' (did you mean sweep-dp-dlg or "
+                            "sweep-dp-dlm-plus?); built-in sweeps: sweep-batch-dlg, sweep-dp-dlg, "),
     # `--seeds 0` ran one seed per point without a word (0 read as "not given")
     (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.1..1:2", "--seeds", "0"),
      "error: seeds: must be an integer in [1, 16], got 0"),

@@ -88,6 +88,16 @@ def test_swept_values_read_as_people_write_them():
         ["1e-6", "1.5e-7", "0.0001", "0.333", "2000", "3e9", "16", "coffee"]
 
 
+def test_a_typo_gets_the_name_meant():
+    """`run dgl` listed all 18 presets and left the user to spot dlg in them; two letters swapped come first
+    (difflib scores dlm as near as dlg), and a word like no option gets no guess."""
+    from leakdemo.scenario import presets
+    from leakdemo.words import alike, hint
+    assert alike("dgl", presets()) == ["dlg", "dlm"] and hint(alike("dgl", presets())) == " (did you mean dlg or dlm?)"
+    assert alike("dp-gausian", ["none", "dp-gaussian", "dp-laplace"]) == ["dp-gaussian"]
+    assert alike("zzz", presets()) == [] and hint([]) == ""
+
+
 def test_a_run_says_when_its_picture_came_back():
     """The first scored point at 20 dB and at 30 dB, from the run's history (a recorded run's too); a run that
     never got there says so, a stopped one says 'not yet', and logit sharing (judged by attack accuracy) says

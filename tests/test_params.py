@@ -98,7 +98,7 @@ def test_an_unknown_name_gets_the_likeliest_meant_one_and_the_names_the_scenario
     assert said.split("takes: ")[1].split(", ") == sorted(catalog.params_for("fedsgd", "dlg", "none"))
     with pytest.raises(ParamError, match=r"^iteration: unknown parameter \(did you mean iterations\?\)"):
         from_preset("dlg", {"iteration": 5})
-    with pytest.raises(ParamError, match=r"^epoch: unknown parameter \(did you mean inversion_epochs, local_epochs\?\)"):
+    with pytest.raises(ParamError, match=r"^epoch: unknown parameter \(did you mean inversion_epochs or local_epochs\?\)"):
         from_preset("pli", {"epoch": 3})
     with pytest.raises(ParamError, match=r"^dp_sigm: unknown parameter \(did you mean dp_sigma \(of dp-gaussian"):
         from_preset("dlg", {"dp_sigm": 0.1})  # a defense's name, before that defense is chosen
