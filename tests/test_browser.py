@@ -240,6 +240,13 @@ def test_a_phone_shows_the_lab_folded_and_the_original_beside_its_reconstruction
     assert abs(left["y"] - right["y"]) < 2 and left["x"] + left["width"] <= right["x"], (left, right)
     title = page.get_by_text("Original (private, never sent)").bounding_box()
     assert title["y"] + title["height"] <= left["y"], (title, left)
+    # the five figures three to a row (they stood one per row, 370 px of scrolling), in one grid's columns
+    figures = page.locator('.st-key-ld_figures [data-testid="stMetric"]')
+    expect(figures).to_have_count(5, timeout=30_000)
+    f = [figures.nth(i).bounding_box() for i in range(5)]
+    assert max(b["y"] for b in f[:3]) - min(b["y"] for b in f[:3]) < 2 and abs(f[3]["y"] - f[4]["y"]) < 2, f
+    assert f[3]["y"] >= f[0]["y"] + f[0]["height"] and abs(f[3]["x"] - f[0]["x"]) < 2, f
+    assert abs(f[4]["x"] - f[1]["x"]) < 2 and f[2]["x"] + f[2]["width"] <= 420, f
     assert_no_traceback(page)
     page.goto(f"{server}/Compare?runs=g1,g2")  # two recorded runs side by side there too, each under its title
     pictures = page.locator('[data-testid="stMain"] [data-testid="stImage"] img')

@@ -46,6 +46,11 @@ h1 {{font-size: 2.3rem !important;}}
 .ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-base {{color: #555; font-weight: 700; font-size: 1.15rem;}}
 [data-testid="stMetricValue"] {{font-size: clamp(1.4rem, calc((100vw - 520px) * 0.06), 2.1rem);}}
+@media (max-width: 640px) {{
+  .st-key-ld_figures [data-testid="stHorizontalBlock"] {{flex-wrap: wrap; row-gap: 0.75rem;}}
+  .st-key-ld_figures [data-testid="stColumn"] {{flex: 0 0 calc((100% - 2rem) / 3) !important;
+                                               min-width: calc((100% - 2rem) / 3) !important;}}
+}}
 {IMAGE_CSS}
 {images_view.ROW_CSS}
 </style>
@@ -431,6 +436,28 @@ def shown_notes(notes: list[str], n: int = 3, done: bool = False) -> list[str]:
     return list(kept.values())[-n:]
 
 
+def _figures(fin, latest, started) -> None:
+    """The run's figures in a row: the final five (PLI's own five), or three while it runs."""
+    if fin is not None and "attack_accuracy" in fin.metrics:
+        logits.logit_metrics(fin, started.scenario["params"]["attack"])
+    elif fin is not None:
+        m = fin.metrics
+        cols = st.columns(5)
+        cols[0].metric("PSNR", f"{m['psnr']:.1f} dB", help="peak 1, images in [0, 1], averaged per image")
+        cols[1].metric("SSIM", fixed(m['ssim']))
+        cols[2].metric("LPIPS", "n/a" if m["lpips"] is None else small_figure(m["lpips"]),
+                       help=m.get("lpips_note") or LPIPS_HELP)
+        cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
+        cols[4].metric("Time", f"{fin.seconds:.1f} s")
+        if m.get("lpips_note"):
+            st.caption(m["lpips_note"])
+    elif latest is not None and latest.psnr is not None:
+        cols = st.columns(3)
+        cols[0].metric("PSNR", f"{latest.psnr:.1f} dB")
+        cols[1].metric("SSIM", fixed(latest.ssim))
+        cols[2].metric("Loss", three_digits(latest.loss) if latest.loss is not None else "—")
+
+
 def run_view(handle) -> None:
     """One run as it stands: progress, the images, the metrics and, once finished, the downloads."""
     with handle.lock:
@@ -488,24 +515,9 @@ def run_view(handle) -> None:
             images_view.trials_panel(handle.seq, latest)
     if matching:
         agic.matching_panel(handle.seq, matching)
-    if fin is not None and "attack_accuracy" in fin.metrics:
-        logits.logit_metrics(fin, started.scenario["params"]["attack"])
-    elif fin is not None:
-        m = fin.metrics
-        cols = st.columns(5)
-        cols[0].metric("PSNR", f"{m['psnr']:.1f} dB", help="peak 1, images in [0, 1], averaged per image")
-        cols[1].metric("SSIM", fixed(m['ssim']))
-        cols[2].metric("LPIPS", "n/a" if m["lpips"] is None else small_figure(m["lpips"]),
-                       help=m.get("lpips_note") or LPIPS_HELP)
-        cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
-        cols[4].metric("Time", f"{fin.seconds:.1f} s")
-        if m.get("lpips_note"):
-            st.caption(m["lpips_note"])
-    elif latest is not None and latest.psnr is not None:
-        cols = st.columns(3)
-        cols[0].metric("PSNR", f"{latest.psnr:.1f} dB")
-        cols[1].metric("SSIM", fixed(latest.ssim))
-        cols[2].metric("Loss", three_digits(latest.loss) if latest.loss is not None else "—")
+    if fin is not None or (latest is not None and latest.psnr is not None):
+        with st.container(key="ld_figures"):  # on a phone three to a row (CSS), not five stacked
+            _figures(fin, latest, started)
     guarantee = privacy.line(fin.metrics) if fin is not None else None
     if guarantee:  # what the defense guarantees formally, or why nothing: the CLI's line, under the figures
         st.caption(f":material/lock: **Formal privacy:** {guarantee}")
