@@ -6,7 +6,6 @@ component the user switched away from are dropped, so the new component starts f
 """
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from dataclasses import dataclass, field
@@ -152,11 +151,11 @@ def likeliest(name: str, own: list[str]) -> list[str]:
     meant = _SAID_FOR.get(name)
     if meant in own:
         return [meant]
-    close = difflib.get_close_matches(name, own, n=3, cutoff=0.6) or [k for k in own if name in k or k[:3] == name[:3]]
+    close = alike(name, own) or [k for k in own if name in k or k[:3] == name[:3]]
     if close:
         return close
     others = sorted(catalog.all_param_names() - {name})  # a name of another component's is not its own hint
-    return [meant] if meant else difflib.get_close_matches(name, others, n=2, cutoff=0.75)
+    return [meant] if meant else alike(name, others, cutoff=0.75)
 
 
 def did_you_mean(name: str, own: list[str]) -> str:

@@ -42,11 +42,11 @@ def three_digits(v: float) -> str:
     return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{v:.3g}").replace("e+", "e")
 
 
-def alike(word, options: Iterable) -> list[str]:
+def alike(word, options: Iterable, cutoff: float = 0.6) -> list[str]:
     """The options a mistyped `word` was likely meant as, none when nothing is near: difflib's close matches,
     with two letters swapped first (alike("dgl", presets) = ["dlg", "dlm"]: difflib scores both alike)."""
     word, options = str(word).strip(), [str(o) for o in options]
-    close = difflib.get_close_matches(word, options, n=2, cutoff=0.6)
+    close = difflib.get_close_matches(word, options, n=2, cutoff=cutoff)
     return sorted(close, key=lambda o: sorted(o) != sorted(word))  # stable: difflib's order otherwise
 
 
