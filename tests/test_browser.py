@@ -319,7 +319,9 @@ def test_the_strip_shows_every_strength_on_the_screen(server, browser, size):
     """The recorded DLG-against-noise sweep: each of its two strips holds the private image, the undefended run
     and eight strengths. Rows that did not wrap kept 128 px a picture and ran off a 1280-px screen (six seen, the
     strongest defenses hidden); now every picture lies on the screen, at least 60 px wide, wrapping onto
-    another row where the screen is narrow."""
+    another row where the screen is narrow. The two charts above it stand side by side with their plots at one
+    height (the strength chart's x-axis sat 30 px below the Pareto chart's), or, where the main area is
+    narrow (1024 px with the sidebar open gave each a 140-px plot), one above the other."""
     page = new_page(browser, f"strip-{size[0]}", size)
     page.goto(f"{server}/Tradeoffs")
     page.get_by_text("the private image").first.wait_for(timeout=90_000)
@@ -328,6 +330,15 @@ def test_the_strip_shows_every_strength_on_the_screen(server, browser, size):
         .map(img => { const b = img.getBoundingClientRect(); return [b.left, b.right, b.width]; })""")
     assert len(pictures) == 20, pictures
     assert all(left >= 0 and right <= size[0] and width >= 60 for left, right, width in pictures), pictures
+    plots = page.evaluate("""() => [...document.querySelectorAll('.st-key-t_charts .js-plotly-plot')]
+        .map(p => { const b = p.querySelector('.nsewdrag').getBoundingClientRect();
+                    return [b.left, b.top, b.bottom, b.width]; })""")
+    assert len(plots) == 2, plots
+    (left1, top1, bottom1, width1), (left2, top2, bottom2, width2) = plots
+    if size[0] >= 1280:
+        assert left2 > left1 + width1 and abs(top1 - top2) <= 1 and abs(bottom1 - bottom2) <= 1, plots
+    else:
+        assert top2 > bottom1 and min(width1, width2) >= 0.35 * size[0], plots  # at 1024 they were 141, 173
     assert_no_traceback(page)
     page.close()
 

@@ -175,6 +175,36 @@ def test_crowded_points_carry_one_picture_not_a_pile():
     assert abs((lo + hi) / 2 - 0.951) < 1e-9 and hi - lo > 0.05
 
 
+def _picture_boxes(fig):
+    """Each picture's box on the chart, (x0, x1, y0, y1) in data units."""
+    boxes = []
+    for im in fig.layout.images:
+        x0 = {"left": im.x, "center": im.x - im.sizex / 2, "right": im.x - im.sizex}[im.xanchor]
+        y0 = {"bottom": im.y, "middle": im.y - im.sizey / 2, "top": im.y - im.sizey}[im.yanchor]
+        boxes.append((x0, x0 + im.sizex, y0, y0 + im.sizey))
+    return boxes
+
+
+def test_a_picture_never_hides_another_point():
+    """sweep-dp-dlg's best point (σ = 0.07: 96 % accuracy, 4.9 dB) lies under two weaker ones (15 and 17 dB at
+    the same accuracy), and its picture, drawn above it, hid them both. It now goes beside the point, wherever
+    it covers no other point and stays on the chart."""
+    from leakdemo.dashboard.tradeoffs import tradeoff_figure
+
+    rows = [row(0, 0.951, 90.0, True), row(1, 0.955, 15.1), row(2, 0.965, 17.1), row(3, 0.96, 25.0),
+            row(4, 0.958, 4.9), row(5, 0.83, 4.8), row(6, 0.1, 4.8)]
+    fig = tradeoff_figure(rows, ["dp_sigma"])
+    boxes = _picture_boxes(fig)
+    assert len(boxes) == 2  # the star's and the best point's
+    best = min(boxes, key=lambda b: b[2])
+    assert best[1] <= 0.958 and best[2] < 4.9 < best[3]  # to its left, level with it
+    for r in rows:
+        covered = [b for b in boxes if b[0] < r["test_accuracy"] < b[1] and b[2] < r["psnr"] < b[3]]
+        assert not covered, (r["label"], covered)
+    (x_lo, x_hi), (y_lo, y_hi) = fig.layout.xaxis.range, fig.layout.yaxis.range
+    assert all(x_lo <= b[0] and b[1] <= x_hi and y_lo <= b[2] and b[3] <= y_hi for b in boxes)
+
+
 def test_attack_accuracy_is_drawn_on_its_whole_scale():
     """sweep-topk-pli's attack accuracy moves between 0.7 and 0.85 with top-k — seed noise, the defense protects
     nothing — and an axis from 0.7 to 0.85 drew it as a swing across the chart. A share now spans 0 to 1."""

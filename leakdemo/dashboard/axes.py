@@ -61,3 +61,15 @@ def log_axis(values) -> dict:
             return {"type": "log", "tickmode": "array", "tickvals": ticks, "ticktext": [tick_label(t) for t in ticks]}
         return {"type": "log", "exponentformat": "power", "dtick": "D1"}
     return {"type": "log", "exponentformat": "power", "dtick": max(1, math.ceil(span / MOST_DECADES))}
+
+
+def side_by_side(*figs, height: int = 450, bottom: int = 150, legend_gap: int = 90) -> None:
+    """Two charts drawn side by side, their plot areas at one height: the same top margin (one title's
+    subtitle has two lines, the other's one) and one bottom margin that holds an axis title of two lines and
+    a legend of two rows, each legend's top legend_gap px under its plot, below such a title. Left to plotly,
+    the margin fits what is there: a one-line axis title and a one-row legend left the Trade-offs page's
+    strength chart's x-axis 30 px below the Pareto chart's beside it."""
+    top = max(f.layout.margin.t or 0 for f in figs)
+    for f in figs:
+        f.update_layout(height=height, margin=dict(t=top, b=bottom),
+                        legend=dict(yref="container", y=(bottom - legend_gap) / height, yanchor="top"))

@@ -25,6 +25,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
                         one_figure_line, plain, privacy_key, shown_table, strip_caption, strip_series, sweep_csv,
                         utility_range)
 from ..words import plural, small_figure, value_text
+from .axes import side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
 from .state import to_query
@@ -47,6 +48,11 @@ CSS = f"""
    hidden; columns that do, Streamlit stacks on a phone, each picture as wide as the screen.) */
 [class*="st-key-strip_"] [data-testid="stHorizontalBlock"] {{flex-wrap: wrap;}}
 [class*="st-key-strip_"] [data-testid="stColumn"] {{min-width: 64px; flex-grow: 0;}}
+.st-key-t_charts {{container-type: inline-size;}}
+@container (max-width: 700px) {{
+  .st-key-t_charts [data-testid="stHorizontalBlock"] {{flex-wrap: wrap;}}
+  .st-key-t_charts [data-testid="stColumn"] {{flex: 1 1 100% !important; min-width: 100% !important;}}
+}}
 </style>
 """
 
@@ -452,11 +458,13 @@ def tradeoff_figure(rows: list[dict], axes: list[str], base: dict | None = None)
 
 
 def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -> None:
-    """What the attack rebuilt, drawn on the chart above each point of the Pareto front and the undefended
-    point: the best trade-offs and what each still gives away, readable at a glance. A picture that would
-    cover one already drawn is left out (the undefended point's first, then the front's from the least
-    leakage up): points crowd where a defense costs nothing, and a pile of thumbnails reads as none. (Plotly's
-    hover labels hold text only; a click on any point shows its reconstructions in full below the chart.)"""
+    """What the attack rebuilt, drawn on the chart by each point of the Pareto front and the undefended
+    point: the best trade-offs and what each still gives away, readable at a glance. Each picture goes above
+    its point, else to its left, right or below, wherever it covers no other point and no picture already
+    drawn (the undefended point's first, then the front's from the least leakage up); where it would cover
+    one wherever it went, it is left out. sweep-dp-dlg's best point sits under two weaker ones, and its
+    picture hid them; points crowd where a defense costs nothing, and a pile of thumbnails reads as none.
+    (Plotly's hover labels hold text only; a click on any point shows its reconstructions below the chart.)"""
     shown = [r for r in shown if r.get("thumbnail") is not None]
     if not shown:
         return
@@ -470,25 +478,70 @@ def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -
         hi_x = min(1.0, (lo_x + hi_x) / 2 + 0.025)
         lo_x = hi_x - 0.05
     span_x, span_y = max(hi_x - lo_x, 0.05), max(max(ys) - min(ys), 1e-3)
-    for r in _apart(sorted(shown, key=lambda r: (not r["undefended"], r[key])), key, 0.09 * span_x, 0.16 * span_y):
+    x_range = [lo_x - 0.08 * span_x, hi_x + 0.08 * span_x]
+    y_range = [min(ys) - 0.08 * span_y, max(ys) + 0.28 * span_y]
+    chart = _Chart(x_range, y_range, 0.09 * span_x, 0.16 * span_y, 0.04 * span_y)
+    ringed = {r["index"] for r in shown}
+    chart.points = [chart.marker(utility_of(r)[1], r[key], _marker_px(r, ringed)) for r in rows]
+    for r in sorted(shown, key=lambda r: (not r["undefended"], r[key])):
+        spot = chart.place(utility_of(r)[1], r[key], _marker_px(r, ringed))
+        if spot is None:
+            continue
         url, _ = png_once(("chart", r["index"], r["runs"]), lambda r=r: _small(r["thumbnail"][0]),
                           memo_name="chart_thumbs", limit=80)
-        fig.add_layout_image(source=url, x=utility_of(r)[1], y=r[key] + 0.04 * span_y, xref="x", yref="y",
-                             sizex=0.09 * span_x, sizey=0.16 * span_y, xanchor="center", yanchor="bottom",
-                             sizing="contain", layer="above")
-    fig.update_xaxes(range=[lo_x - 0.08 * span_x, hi_x + 0.08 * span_x])
-    fig.update_yaxes(range=[min(ys) - 0.08 * span_y, max(ys) + 0.28 * span_y])
+        fig.add_layout_image(source=url, xref="x", yref="y", sizex=chart.w, sizey=chart.h, sizing="contain",
+                             layer="above", **spot)
+    fig.update_xaxes(range=x_range)
+    fig.update_yaxes(range=y_range)
 
 
-def _apart(rows: list[dict], key: str, width: float, height: float) -> list[dict]:
-    """The rows, in order, whose pictures (width × height in data units, above each point) do not overlap an
-    earlier one's."""
-    kept = []
-    for r in rows:
-        x, y = utility_of(r)[1], r[key]
-        if all(abs(x - utility_of(k)[1]) >= width or abs(y - k[key]) >= height for k in kept):
-            kept.append(r)
-    return kept
+PARETO_PLOT_PX = (340, 216)  # the Pareto chart's plot area on a laptop (301 × 216 px at 1280, 381 at 1440), w × h:
+# turns a marker's size in pixels into data units
+
+
+def _marker_px(r: dict, ringed: set) -> float:
+    """A point's marker radius in pixels: the star 22 px across, the front's 16 with a 3-px ring, others 11."""
+    return 11.0 if r["undefended"] else 9.5 if r["index"] in ringed else 5.5
+
+
+class _Chart:
+    """Where pictures of w × h (data units) fit on a chart of these ranges: boxes (x0, x1, y0, y1) taken by
+    markers and pictures, and the spots a point's picture may take."""
+
+    def __init__(self, x_range, y_range, w: float, h: float, gap: float):
+        self.x_range, self.y_range, self.w, self.h, self.gap = x_range, y_range, w, h, gap
+        self.points: list[tuple] = []
+        self.pictures: list[tuple] = []
+
+    def marker(self, x: float, y: float, px: float) -> tuple:
+        rx = px / PARETO_PLOT_PX[0] * (self.x_range[1] - self.x_range[0])
+        ry = px / PARETO_PLOT_PX[1] * (self.y_range[1] - self.y_range[0])
+        return (x - rx, x + rx, y - ry, y + ry)
+
+    def place(self, x: float, y: float, px: float) -> dict | None:
+        """The layout-image placement of the first free spot by the point at (x, y), taking it; else None."""
+        own = self.marker(x, y, px)
+        gx, gy = own[1] - x, max(own[3] - y, self.gap)
+        w, h = self.w, self.h
+        spots = [((x - w / 2, x + w / 2, y + gy, y + gy + h), dict(x=x, y=y + gy, xanchor="center", yanchor="bottom")),
+                 ((x - gx - w, x - gx, y - h / 2, y + h / 2), dict(x=x - gx, y=y, xanchor="right", yanchor="middle")),
+                 ((x + gx, x + gx + w, y - h / 2, y + h / 2), dict(x=x + gx, y=y, xanchor="left", yanchor="middle")),
+                 ((x - w / 2, x + w / 2, y - gy - h, y - gy), dict(x=x, y=y - gy, xanchor="center", yanchor="top"))]
+        # markers under the point's own (ties drawn at one spot) are covered by it already
+        others = [m for m in self.points if not (own[0] <= (m[0] + m[1]) / 2 <= own[1]
+                                                 and own[2] <= (m[2] + m[3]) / 2 <= own[3])]
+        ex, ey = 1e-6 * (self.x_range[1] - self.x_range[0]), 1e-6 * (self.y_range[1] - self.y_range[0])
+        for box, placement in spots:
+            inside = (self.x_range[0] - ex <= box[0] and box[1] <= self.x_range[1] + ex
+                      and self.y_range[0] - ey <= box[2] and box[3] <= self.y_range[1] + ey)
+            if inside and not any(_overlap(box, b) for b in others + self.pictures):
+                self.pictures.append(box)
+                return placement
+        return None
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
 
 
 def _error(rs, key):
@@ -667,8 +720,11 @@ def sweep_panel(pace) -> None:
             base = job.sweep.base.params
             memo = (version, strength_figure(rows, axes, log, base=base, planned=job.sweep.axes[0].values),
                     tradeoff_figure(rows, axes, base))
+            side_by_side(memo[1], memo[2])
             st.session_state["t_fig_memo"] = memo
-        left, right = st.columns(2)
+        # side by side; one above the other where the main area is under 700 px (CSS): on a 1024-px laptop
+        # with the sidebar open each had 270 px, the Pareto chart's plot 170 px wide
+        left, right = st.container(key="t_charts").columns(2)
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
         if axes and _one_utility(job):
             left.caption(one_figure_line(axes[0], job.sweep.base.params))
