@@ -723,3 +723,34 @@ def test_the_quality_chart_marks_the_recognisable_and_recovered_bars():
     runs = {r["preset"]: g.load(r["id"]) for r in showcase_rows(g)}
     assert [s.y0 for s in _curves([("g1", runs["dlg"]), ("g7", runs["pli"])], 1.0).layout.shapes] == [0, 20, 30]
     assert [s.y0 for s in _curves([("g7", runs["pli"])], 1.0).layout.shapes] == [0]
+
+
+def _label_spot(fig, text: str) -> str:
+    a = next(a for a in fig.layout.annotations if a.text == text)
+    return f"{'top' if a.yanchor == 'bottom' else 'bottom'} {a.xanchor}"
+
+
+def test_a_bar_s_label_keeps_off_the_curve_that_ends_along_it():
+    """A run that ends at 31–35 dB (AGIC's showcase: 32.9 dB) ran along "30 dB: recovered" at the chart's right,
+    where a class reads the final value: the label goes where no curve runs, and stays above the bar at the
+    right where that is free."""
+    from leakdemo.dashboard.compare import _curves
+    from leakdemo.dashboard.lab import _chart
+    from leakdemo.dashboard.pool import RunHandle
+    from leakdemo.gallery import open_gallery, showcase_rows
+
+    def lab_chart(end: float):
+        h = RunHandle(scenario=from_preset("dlg"))
+        for it in range(0, 301, 3):  # climbs from 8 dB to `end` over the first 90 iterations, then stays
+            p = min(end, 8 + (end - 8) * it / 90)
+            for k, v in (("iteration", it), ("psnr", p), ("ssim", min(1.0, p / 40)), ("loss", 1 / (it + 1))):
+                h.curves[k].offer(v)
+        return _chart(h)[0]
+
+    assert _label_spot(lab_chart(32.5), "30 dB: recovered") != "top right"
+    high = lab_chart(50)  # far above both bars: each label where it always was
+    assert [_label_spot(high, t) for t in ("20 dB: recognisable", "30 dB: recovered")] == ["top right"] * 2
+    g = open_gallery()
+    agic = next(g.load(r["id"]) for r in showcase_rows(g) if r["preset"] == "agic-multiround")
+    assert agic.finished.metrics["psnr"] > 31
+    assert _label_spot(_curves([("g4", agic)], 1.0), "30 dB: recovered") != "top right"

@@ -7,6 +7,7 @@ import streamlit as st
 
 from .. import catalog, milestones
 from ..words import plural
+from .axes import VEIL, label_place
 from .pool import RunPool
 
 
@@ -103,11 +104,52 @@ def leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
-def psnr_bars(fig) -> None:
+def psnr_bars(fig, plot_px: tuple[int, int]) -> None:
     """Dashed bars at 20 dB (recognisable) and 30 dB (recovered) on a PSNR chart: the bars the result box times
-    and CAFE's frames colour, so a class reads a curve against them (a defended plateau under both says "never")."""
+    and CAFE's frames colour, so a class reads a curve against them (a defended plateau under both says "never").
+    Each label goes where no curve runs (above the bar at the right, else below it, else at the left): a run that
+    ends at 31–35 dB ran along "30 dB: recovered" at the right, where a run's final value is read. plot_px: the
+    plot's width and height at their narrowest, where a label covers the most of it. Call it once the figure
+    holds its curves and its y axis."""
+    curves, placed = _psnr_curves(fig), []
+    lo, hi = _psnr_span(fig)
+    height = LABEL_PX / plot_px[1] * (hi - lo)
     for db, words, color in ((milestones.RECOGNISABLE_DB, "recognisable", "#e67e22"),
                              (milestones.RECOVERED_DB, "recovered", "#2ca02c")):
+        text = f"{db:g} dB: {words}"
+        where = label_place(curves + placed, db, text, height, CHAR_PX / plot_px[0])
         fig.add_hline(y=db, line=dict(color=color, dash="dash", width=1), layer="below",
-                      annotation=dict(text=f"{db:g} dB: {words}", font=dict(size=11, color=color)),
-                      annotation_position="top right")  # the left is where curves climb through
+                      annotation=dict(text=text, font=dict(size=11, color=color), bgcolor=VEIL),
+                      annotation_position=where)
+        span = min(1.0, CHAR_PX / plot_px[0] * len(text))
+        a, b = (1 - span, 1.0) if where.endswith("right") else (0.0, span)
+        y0, y1 = (db, db + height) if where.startswith("top") else (db - height, db)
+        placed.append((4, [(a, y0), (b, y0), (b, y1), (a, y1), (a, y0)]))  # the next label keeps clear of it
+
+
+CHAR_PX, LABEL_PX = 6, 16  # a bar label's character and line, in px (11-px type)
+
+
+def _psnr_span(fig) -> tuple[float, float]:
+    """The left axis's range as plotly draws it: the PSNR curves and the bars, from 0 where the axis says so."""
+    ys = [v for t in fig.data if (t.yaxis or "y") == "y" for v in (t.y or ()) if v is not None]
+    ys += [milestones.RECOGNISABLE_DB, milestones.RECOVERED_DB]
+    lo = 0.0 if fig.layout.yaxis.rangemode == "tozero" else min(ys)
+    return min(lo, min(ys)), max(ys)
+
+
+def _psnr_curves(fig) -> list[tuple[int, list[tuple[float, float]]]]:
+    """The figure's lines as (weight, [(share of the x axis, height on the PSNR axis)]): a 0–1 curve on the
+    right-hand axis (SSIM) at the height it is drawn; thick lines weigh twice a thin one."""
+    xs = [x for t in fig.data for x in (t.x or ()) if x is not None]
+    if not xs:
+        return []
+    x0, x1 = min(xs), max(xs)
+    lo, hi = _psnr_span(fig)
+    out = []
+    for t in fig.data:
+        right = (t.yaxis or "y") != "y"
+        points = [((x - x0) / (x1 - x0) if x1 > x0 else 0.5, lo + v * (hi - lo) if right else v)
+                  for x, v in zip(t.x or (), t.y or ()) if x is not None and v is not None]
+        out.append((2 if (t.line.width or 2) >= 3 else 1, points))
+    return out

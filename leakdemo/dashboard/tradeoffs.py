@@ -25,7 +25,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
                         one_figure_line, plain, privacy_key, shown_table, strip_caption, strip_series, sweep_csv,
                         utility_range)
 from ..words import plural, small_figure, value_text
-from .axes import side_by_side
+from .axes import VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, tab_alive
 from .state import to_query
@@ -272,7 +272,6 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
         [(1, c) for c in _curves(rows, axes, _on_leakage_axis(rows, uname, lo, hi), log)]
     label_h = LABEL_PX / PLOT_HEIGHT_PX * (hi - lo)
     char = (char_px or CHAR_PX) / (plot_px or LAPTOP_PLOT_PX)  # a label character's share of the plot's width
-    veil = "rgba(255,255,255,0.6)"  # behind a line's label: readable where a narrow chart's curve crosses it
     lines = [(clean.get(key) if clean else None, "no defense", dict(color="#c0392b", dash="dot"), "top")]
     subtitle = LINE_STYLES
     if key == "psnr":
@@ -285,8 +284,8 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
         lines.append((20, text, dict(color="#e67e22", dash="dash"), "bottom"))
     for y, text, line, prefer in lines:
         if y is not None:
-            fig.add_hline(y=y, line=line, annotation_text=text, annotation_bgcolor=veil,
-                          annotation_position=_label_place(curves, y, text, label_h, char, prefer))
+            fig.add_hline(y=y, line=line, annotation_text=text, annotation_bgcolor=VEIL,
+                          annotation_position=label_place(curves, y, text, label_h, char, prefer))
     ticks = _strength_ticks(rows, axes[0], log)
     swept = _numbers(planned, log)
     if not _numbers([r.get(axes[0]) for r in rows if not r.get("undefended")], log) and swept:
@@ -352,37 +351,6 @@ def _on_leakage_axis(rows: list[dict], uname: str, lo: float, hi: float):
 # character of its labels; the plot's height and a label's, with its veil's padding
 NARROW_PLOT_PX, LAPTOP_PLOT_PX, CHAR_PX = 140, 250, 6
 PLOT_HEIGHT_PX, LABEL_PX = 260, 16
-
-
-def _label_place(curves: list[tuple[int, list[tuple[float, float]]]], y: float, text: str, height: float,
-                 char: float, prefer: str = "top") -> str:
-    """Where a horizontal line's label is least in the way: each end of the chart (right, else left), above or
-    below the line, scored by the pieces of the curves (weight, points) that pass through the label's box —
-    and, counted half, within half its height beyond it — the attack's thick lines and markers weighing twice the
-    federation's thin dashed ones ("no defense" sat on top_k = 10's point; "20 dB" on the prune curve as it
-    fell through 20 dB, and on dp-dlg's dashed accuracy lines)."""
-    span = min(1.0, char * len(text))  # the share of the plot's width the label covers
-    best = None
-    for end, (a, b) in (("right", (1 - span, 1.0)), ("left", (0.0, span))):
-        for side, box, near in (("top", (y, y + height), (y, y + 1.5 * height)),
-                                ("bottom", (y - height, y), (y - 1.5 * height, y))):
-            hits = sum(w * (_meets(c, a, b, *box) + _meets(c, a, b, *near)) / 2 for w, c in curves)
-            score = (hits, side != prefer, end != "right")
-            if best is None or score < best[0]:
-                best = (score, f"{side} {end}")
-    return best[1]
-
-
-def _meets(curve: list[tuple[float, float]], a: float, b: float, y0: float, y1: float) -> int:
-    """How many of a curve's points and segments pass through the box [a, b] × [y0, y1]."""
-    hits = sum(a <= s <= b and y0 <= v <= y1 for s, v in curve)
-    for (s1, v1), (s2, v2) in zip(curve, curve[1:]):
-        lo, hi = max(a, min(s1, s2)), min(b, max(s1, s2))
-        if lo > hi or s1 == s2:
-            continue
-        ends = [v1 + (v2 - v1) * (t - s1) / (s2 - s1) for t in (lo, hi)]  # the segment clipped to [a, b]
-        hits += min(ends) <= y1 and max(ends) >= y0
-    return hits
 
 
 def _numbers(values, log: bool) -> list:
