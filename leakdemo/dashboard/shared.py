@@ -111,8 +111,8 @@ def psnr_bars(fig, plot_px: tuple[int, int]) -> None:
     ends at 31–35 dB ran along "30 dB: recovered" at the right, where a run's final value is read. plot_px: the
     plot's width and height at their narrowest, where a label covers the most of it. Call it once the figure
     holds its curves and its y axis."""
-    curves, placed = _psnr_curves(fig), []
     lo, hi = _psnr_span(fig)
+    curves, placed = _psnr_curves(fig, lo, hi), []
     height = LABEL_PX / plot_px[1] * (hi - lo)
     for db, words, color in ((milestones.RECOGNISABLE_DB, "recognisable", "#e67e22"),
                              (milestones.RECOVERED_DB, "recovered", "#2ca02c")):
@@ -138,14 +138,14 @@ def _psnr_span(fig) -> tuple[float, float]:
     return min(lo, min(ys)), max(ys)
 
 
-def _psnr_curves(fig) -> list[tuple[int, list[tuple[float, float]]]]:
+def _psnr_curves(fig, lo: float, hi: float) -> list[tuple[int, list[tuple[float, float]]]]:
     """The figure's lines as (weight, [(share of the x axis, height on the PSNR axis)]): a 0–1 curve on the
-    right-hand axis (SSIM) at the height it is drawn; thick lines weigh twice a thin one."""
+    right-hand axis (SSIM) at the height it is drawn, the PSNR axis running from lo to hi; thick lines weigh
+    twice a thin one."""
     xs = [x for t in fig.data for x in (t.x or ()) if x is not None]
     if not xs:
         return []
     x0, x1 = min(xs), max(xs)
-    lo, hi = _psnr_span(fig)
     out = []
     for t in fig.data:
         right = (t.yaxis or "y") != "y"
