@@ -274,6 +274,20 @@ def test_the_defenses_form_s_runs_keep_the_order_chosen():
     assert in_form_order(["g2", "r3"], {"r3": "prune"}, chosen) == ["g2", "r3"]
 
 
+def test_the_defenses_form_says_each_run_s_state_in_the_sidebar_s_words():
+    """Runs scored whole send no frames: the line under the form is all a class sees until one finishes. It
+    read "none (running), dp-gaussian (running)" and stood still; now each defense by its title, with a clock."""
+    import time
+    from leakdemo.dashboard.compare import pending_line
+    from leakdemo.dashboard.pool import RunHandle
+    noise, prune = RunHandle(scenario=from_preset("dlg")), RunHandle(scenario=from_preset("dlg"))
+    noise.status, noise.clock_at = "running", time.monotonic() - 12.3
+    line = pending_line([("dp-gaussian", noise), ("prune", prune)], 3)  # the undefended run came from the store
+    assert line.startswith("Running the scenario under 3 defenses in the shared worker pool"), line
+    assert "Gaussian noise (DP-style): running, 12 s; Magnitude pruning: waiting for a free worker" in line, line
+    assert line.endswith("(1 of 3 so far)."), line
+
+
 def test_play_replays_to_the_last_frame(monkeypatch):
     at = page(runs="g1,g2")
     at.button[0].click().run()

@@ -200,7 +200,7 @@ def _collect(sources: dict) -> None:
         rec = result.get("record")
         if rec is None:
             err = result.get("run", {}).get("error") or h.error or h.status
-            st.session_state["c_error"] = f"{d}: the run did not finish ({err})"
+            st.session_state["c_error"] = f"{catalog.DEFENSES[d].title}: the run did not finish ({err})"
             continue
         run_id = sources["r"].record(rec["key"], "compare", rec["scenario"], rec["started"], rec["finished"],
                                      rec["keyframes"])
@@ -220,15 +220,25 @@ def in_form_order(runs: list[str], ref_defense: dict, order: list[str]) -> list[
 
 def _pending_panel() -> None:
     pending = st.session_state.get("c_pending") or []
-    done = sum(h.done for _, h in pending)
-    names = ", ".join(f"{d} ({h.status})" for d, h in pending)
-    st.progress(0.0 if not pending else done / len(pending),
-                text=f"Running the scenario under {plural(len(pending), 'defense')} in the shared worker pool: {names}. "
-                     "Each joins the comparison when it finishes.")
+    total = max(len(st.session_state.get("c_order") or []), len(pending))  # the store's runs joined at once
+    st.progress((total - len(pending)) / total if total else 0.0, text=pending_line(pending, total))
     for _, h in pending:
         h.poll()
     if any(h.done for _, h in pending):
         st.rerun()
+
+
+def pending_line(pending: list, total: int) -> str:
+    """The form's runs still out, in the sidebar's words and with a clock: "Gaussian noise (DP-style): running,
+    12 s". A run scored whole sends no frames, and "none (running), dp-gaussian (running)" stood still, under
+    an empty bar, until the first one finished."""
+    def state(h) -> str:
+        if h.status == "running":
+            return f"running, {h.since_latest():.0f} s"
+        return "waiting for a free worker" if h.status in ("queued", "dropped") else h.status
+    each = "; ".join(f"{catalog.DEFENSES[d].title}: {state(h)}" for d, h in pending)
+    return (f"Running the scenario under {plural(total, 'defense')} in the shared worker pool — {each}. Each "
+            f"joins the comparison as it finishes ({total - len(pending)} of {total} so far).")
 
 
 # ---------------------------------------------------------------- replay
@@ -312,7 +322,8 @@ def main() -> None:
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
     if not picked:
-        st.info("Pick one or more runs above.")
+        st.info("The form's runs join here as they finish." if st.session_state.get("c_pending")
+                else "Pick one or more runs above.")
         return
     runs = []
     for ref in picked:
