@@ -325,6 +325,8 @@ def test_the_strip_shows_every_strength_on_the_screen(server, browser, size):
     page = new_page(browser, f"strip-{size[0]}", size)
     page.goto(f"{server}/Tradeoffs")
     page.get_by_text("the private image").first.wait_for(timeout=90_000)
+    # plotly draws the charts a moment after the strip's pictures arrive (once, on a busy machine, after 1.5 s)
+    page.locator(".st-key-t_charts .js-plotly-plot").nth(1).locator(".nsewdrag").first.wait_for(timeout=30_000)
     page.wait_for_timeout(1500)  # the layout settles
     pictures = page.evaluate("""() => [...document.querySelectorAll('[class*="st-key-strip_"] [data-testid="stImage"] img')]
         .map(img => { const b = img.getBoundingClientRect(); return [b.left, b.right, b.width]; })""")

@@ -1,4 +1,5 @@
 """The Trade-offs page without a browser (AppTest): widgets, validation and the shareable URL."""
+import math
 import os
 import time
 
@@ -242,8 +243,15 @@ def test_the_strength_axis_spans_the_swept_values_before_any_defended_point_is_i
     assert -4.3 < x.range[0] < -4 and 0 < x.range[1] < 0.3 and x.exponentformat == "power"
     x = strength_figure(only_clean, ["top_k"], False, planned=(1, 2, 5, 10)).layout.xaxis
     assert list(x.tickvals) == [1, 2, 5, 10] and x.range[0] < 1 and x.range[1] > 10
-    both = [row(0, 0.95, 90.0, True), {**row(1, 0.9, 20.0), "dp_sigma": 0.01}]
-    assert strength_figure(both, ["dp_sigma"], True, planned=(1e-4, 1.0)).layout.xaxis.range is None  # data: plotly's
+    # ... and while the others arrive: sweep-steps-dlm-plus's first point, local steps = 1, stood alone in the
+    # middle of an axis that read "1", and moved as each point came in
+    first = [{**row(1, 0.95, 97.0), "dp_sigma": None, "local_steps": 1}]
+    x = strength_figure(first, ["local_steps"], True, planned=(1, 2, 4, 8)).layout.xaxis
+    assert list(x.tickvals) == [1, 2, 4, 8] and x.range[0] < 0 and x.range[1] > math.log10(8)
+    done = first + [{**row(i + 2, 0.95, 90.0 - 10 * i), "dp_sigma": None, "local_steps": k}
+                    for i, k in enumerate((2, 4, 8))]
+    assert strength_figure(done, ["local_steps"], True, planned=(1, 2, 4, 8)).layout.xaxis.range == x.range
+    assert strength_figure(done, ["local_steps"], True).layout.xaxis.range is None  # no plan (the CLI): plotly's
 
 
 def test_a_few_linear_strengths_label_their_own_axis_and_the_baseline_label_stays_clear():
@@ -497,3 +505,36 @@ def test_the_strength_chart_names_each_series_once():
     assert strength_figure(rows, ["dp_sigma"], True, base=laplace).layout.xaxis.title.text == "noise scale b (dp_sigma)"
     one = strength_figure(rows[:3], ["dp_sigma"], True)
     assert [t.name for t in one.data] == ["leakage", "utility"]
+
+
+def test_the_sweep_s_clock_and_eta_run_on_between_points():
+    """A slow last point (DLM+ replaying 8 local steps) sends nothing for a minute or more: the progress line read
+    "done in 89 s, about 64 s left" for 80 s, as if the sweep had hung. The clock runs on from the latest event,
+    and the ETA counts down from it, as the Lab's do."""
+    import threading
+    from leakdemo.dashboard.sweep_job import SweepJob
+    from leakdemo.sweep import RunDone, SweepFinished, SweepStarted
+    gate = threading.Event()
+
+    class Slow:  # a sweep that reports one run, then computes on
+        def events(self):
+            yield SweepStarted(points=[], runs=4, cached=0, backend="local")
+            yield RunDone(point=0, done_runs=1, total_runs=4, seconds=1.0, eta=60.0)
+            gate.wait(30)
+            yield SweepFinished(rows=[], status="stopped", seconds=21.0)
+
+        def stop(self):
+            gate.set()
+
+    job = SweepJob(Slow())
+    try:
+        for _ in range(100):
+            if job.done_runs == 1:
+                break
+            time.sleep(0.05)
+        job.t0 -= 20  # as if that run had come back 20 s ago
+        assert 19 < job.since_latest() < 22 and not job.done
+    finally:
+        job.stop()
+        job.thread.join(5)
+    assert job.since_latest() == 0.0  # ended: the clock stops

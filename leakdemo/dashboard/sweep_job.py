@@ -64,6 +64,11 @@ class SweepJob:
     def stop(self) -> None:
         self.sweep.stop()
 
+    def since_latest(self) -> float:
+        """Seconds since the latest event while the sweep runs: the page's clock and its ETA run on from there,
+        as the Lab's do (a slow last point left "done in 89 s, about 64 s left" standing for 80 s)."""
+        return 0.0 if self.done else max(0.0, time.time() - self.t0 - self.seconds)
+
     def snapshot(self) -> list[dict]:
         with self.lock:
             return [self.rows[i] for i in sorted(self.rows)]

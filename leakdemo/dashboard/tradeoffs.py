@@ -267,9 +267,14 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
                                      marker=dict(symbol="square"), cliponaxis=False), secondary_y=True)
     uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), "test_accuracy")
     lo, hi = _leakage_span(rows, key)
+    # while a sweep runs, every value it will draw frames the axis from the start: the points stay put as
+    # the others arrive (one point at local steps = 1 stood alone in the middle, the axis reading "1")
+    drawn = _numbers([r.get(axes[0]) for r in rows if not r.get("undefended")], log)
+    swept = _numbers(list(planned) + drawn, log)
+    frame = _frame(swept, log) if planned else None
     # the dashed utility lines, at the height the right-hand axis draws them, cross the labels too
-    curves = [(2, c) for c in _curves(rows, axes, lambda r: r.get(key), log)] + \
-        [(1, c) for c in _curves(rows, axes, _on_leakage_axis(rows, uname, lo, hi), log)]
+    curves = [(2, c) for c in _curves(rows, axes, lambda r: r.get(key), log, frame)] + \
+        [(1, c) for c in _curves(rows, axes, _on_leakage_axis(rows, uname, lo, hi), log, frame)]
     label_h = LABEL_PX / PLOT_HEIGHT_PX * (hi - lo)
     char = (char_px or CHAR_PX) / (plot_px or LAPTOP_PLOT_PX)  # a label character's share of the plot's width
     lines = [(clean.get(key) if clean else None, "no defense", dict(color="#c0392b", dash="dot"), "top")]
@@ -286,13 +291,9 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
         if y is not None:
             fig.add_hline(y=y, line=line, annotation_text=text, annotation_bgcolor=VEIL,
                           annotation_position=label_place(curves, y, text, label_h, char, prefer))
-    ticks = _strength_ticks(rows, axes[0], log)
-    swept = _numbers(planned, log)
-    if not _numbers([r.get(axes[0]) for r in rows if not r.get("undefended")], log) and swept:
-        ticks = _strength_ticks([{axes[0]: v} for v in swept], axes[0], log)
-        lo_x, hi_x = ((math.log10(v) for v in (swept[0], swept[-1])) if log else (swept[0], swept[-1]))
-        pad = 0.05 * (hi_x - lo_x) or 0.5
-        ticks["range"] = [lo_x - pad, hi_x + pad]
+    ticks = _strength_ticks(swept, log)
+    if frame:
+        ticks["range"] = list(frame)
     fig.update_xaxes(title_text=axis_title(axes[0], base), type="log" if log else None, **ticks)
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False, range=[lo, hi])
@@ -317,9 +318,20 @@ def _leakage_span(rows: list[dict], key: str) -> tuple[float, float]:
     return lo, max(seen) + 0.1 * (max(seen) - lo)  # room above the highest point for the label of its line
 
 
-def _curves(rows: list[dict], axes: list[str], value, log: bool) -> list[list[tuple[float, float]]]:
+def _frame(values: list[float], log: bool) -> tuple[float, float] | None:
+    """The strength axis's range around `values` (sorted), in its own units (decades on a log axis), with a
+    margin of 5 % each side (half a unit for a single value)."""
+    if not values:
+        return None
+    lo, hi = (math.log10(values[0]), math.log10(values[-1])) if log else (values[0], values[-1])
+    pad = 0.05 * (hi - lo) or 0.5
+    return lo - pad, hi + pad
+
+
+def _curves(rows: list[dict], axes: list[str], value, log: bool,
+            frame: tuple[float, float] | None = None) -> list[list[tuple[float, float]]]:
     """Each series' points as (share of the x axis's width, height on the leakage axis), in the order drawn:
-    where a line's label may collide with it."""
+    where a line's label may collide with it. frame: the axis's range where it is set, else the points span it."""
     def drawn(x) -> bool:  # a strength the axis can place
         return isinstance(x, (int, float)) and not isinstance(x, bool) and (x > 0 or not log)
 
@@ -328,7 +340,7 @@ def _curves(rows: list[dict], axes: list[str], value, log: bool) -> list[list[tu
     xs = [at(r[axes[0]]) for r in rows if not r.get("undefended") and drawn(r.get(axes[0]))]
     if not xs:
         return []
-    lo, hi = min(xs), max(xs)
+    lo, hi = frame or (min(xs), max(xs))
     out = [[((at(r[axes[0]]) - lo) / (hi - lo) if hi > lo else 0.5, value(r)) for r in rs
             if drawn(r.get(axes[0])) and value(r) is not None] for _, rs in named_series(rows, axes)]
     return [c for c in out if c]
@@ -358,13 +370,12 @@ def _numbers(values, log: bool) -> list:
     return sorted({v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool) and (v > 0 or not log)})
 
 
-def _strength_ticks(rows: list[dict], axis: str, log: bool) -> dict:
+def _strength_ticks(values: list[float], log: bool) -> dict:
     """A few swept values label their own axis: on a log axis over less than two decades plotly's ticks are
     bare leading digits ("3 4 5 … 1 2 … 10" for 0.3 … 10), on a linear one they skip values (top-k's 1, 2, 5,
     10 read "5 10"), both hard to match with the points from the back of a room. A wider log axis writes its
     decades as powers of ten; values too crowded to label each keep plotly's ticks."""
-    values = _numbers([r.get(axis) for r in rows if not r.get("undefended")], log)
-    if not values:
+    if not values:  # the swept values, as _numbers gives them
         return {}
     if log and values[-1] >= 100 * values[0]:
         return {"exponentformat": "power", "dtick": 1}  # 10⁻⁴, not plotly's SI "100μ"; no "2 5" between them
@@ -657,7 +668,10 @@ def sweep_panel(pace) -> None:
         st.caption(f"Showing the sweep last run, **{st.session_state.get('t_title')}** — the sidebar now describes "
                    "another: press **Run sweep** to run that one.")
     total = max(job.total_runs, 1)
-    eta = "" if job.eta is None or job.done else f", about {math.ceil(job.eta)} s left"
+    since = job.since_latest()
+    left = None if job.eta is None or job.done else max(0.0, job.eta - since)
+    eta = "" if left is None or left < 1 else f", about {math.ceil(left)} s left"  # spent: the clock runs on
+    clock = f"in {job.seconds:.0f} s" if job.done else f"{job.seconds + since:.0f} s so far"
     status = {"starting": "Starting…", "running": "Running", "finished": "Finished", "stopped": "Stopped",
               "failed": "Failed"}[job.status]
     if getattr(job, "recorded_for", None) and job.done:
@@ -666,7 +680,7 @@ def sweep_panel(pace) -> None:
     else:
         st.progress(min(1.0, job.done_runs / total),
                     text=f"{status}: {job.done_runs}/{job.total_runs} runs ({job.cached} from the run store), "
-                         f"{plural(len(rows), 'point')} done in {job.seconds:.0f} s{eta}"
+                         f"{plural(len(rows), 'point')} done {clock}{eta}"
                          + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else "")
                          + (f" · up to {job.batch} runs attacked as one program" if job.batch > 1 else ""))
     if getattr(job, "from_gallery", False):
