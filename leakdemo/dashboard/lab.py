@@ -27,7 +27,8 @@ from . import state
 from .axes import MARGIN, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS
-from .shared import hardware, polled, psnr_bars, queue_line, run_pool, setup_line, tab_alive
+from .shared import (hardware, polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow,
+                     tab_alive)
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -53,6 +54,7 @@ h1 {{font-size: 2.3rem !important;}}
 }}
 {IMAGE_CSS}
 {images_view.ROW_CSS}
+{stacked_when_narrow("ld_charts")}
 </style>
 """
 
@@ -564,11 +566,12 @@ def chart_panel(handle) -> None:
         memo = (version, (fig, loss, steps, vfl.utility_chart(utility) if utility else None))
         st.session_state["chart_memo"] = memo
     fig, loss, steps, utility = memo[1]
-    left, right = st.columns(2)
+    charts = st.container(key="ld_charts")  # side by side, or one above the other in a narrow main area (CSS)
+    left, right = charts.columns(2)
     left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
     right.plotly_chart(loss, key="chart_loss", config={"displayModeBar": False})
     if steps is not None or utility is not None:
-        left, right = st.columns(2)
+        left, right = charts.columns(2)
         if steps is not None:
             left.plotly_chart(steps, key="chart_steps", config={"displayModeBar": False})
         if utility is not None:

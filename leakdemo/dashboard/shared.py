@@ -104,6 +104,17 @@ def leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
+def stacked_when_narrow(key: str, px: int = 700) -> str:
+    """CSS: the columns inside st.container(key=key) stand one above the other where that container is under
+    px wide (a 1024-px laptop with the sidebar open leaves the main area 555 px: two charts side by side got
+    plots 135-175 px wide), and side by side from there up. Streamlit itself stacks columns only on a phone."""
+    return (f".st-key-{key} {{container-type: inline-size;}}\n"
+            f"@container (max-width: {px}px) {{\n"
+            f"  .st-key-{key} [data-testid=\"stHorizontalBlock\"] {{flex-wrap: wrap;}}\n"
+            f"  .st-key-{key} [data-testid=\"stColumn\"] {{flex: 1 1 100% !important; min-width: 100% !important;}}\n"
+            "}")
+
+
 def psnr_bars(fig, plot_px: tuple[int, int]) -> None:
     """Dashed bars at 20 dB (recognisable) and 30 dB (recovered) on a PSNR chart: the bars the result box times
     and CAFE's frames colour, so a class reads a curve against them (a defended plateau under both says "never").

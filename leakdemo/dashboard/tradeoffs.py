@@ -27,7 +27,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
 from ..words import plural, small_figure, value_text
 from .axes import VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
-from .shared import run_pool, tab_alive
+from .shared import run_pool, stacked_when_narrow, tab_alive
 from .state import to_query
 from .sweep_job import SweepJob, pool_runner
 
@@ -48,11 +48,7 @@ CSS = f"""
    hidden; columns that do, Streamlit stacks on a phone, each picture as wide as the screen.) */
 [class*="st-key-strip_"] [data-testid="stHorizontalBlock"] {{flex-wrap: wrap;}}
 [class*="st-key-strip_"] [data-testid="stColumn"] {{min-width: 64px; flex-grow: 0;}}
-.st-key-t_charts {{container-type: inline-size;}}
-@container (max-width: 700px) {{
-  .st-key-t_charts [data-testid="stHorizontalBlock"] {{flex-wrap: wrap;}}
-  .st-key-t_charts [data-testid="stColumn"] {{flex: 1 1 100% !important; min-width: 100% !important;}}
-}}
+{stacked_when_narrow("t_charts")}
 </style>
 """
 
