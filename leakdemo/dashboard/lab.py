@@ -415,7 +415,7 @@ def _chart(handle):
                                   tickmode="array", tickvals=[0, 0.25, 0.5, 0.75, 1]),
                       font=dict(size=14))
     if handle.scenario.params.get("protocol") not in catalog.LOGIT_PROTOCOLS:  # PLI's PSNR is against a class's mean
-        psnr_bars(fig, (200, 200))  # a half-width chart with two y axes on a 1024-px laptop
+        psnr_bars(fig, (230, 200))  # its narrowest: side by side in a 700-px main area (narrower, they stack)
     loss = go.Figure(go.Scatter(x=c["iteration"], y=c["loss"], name="loss", line=dict(color="#555", width=2)))
     loss.update_layout(height=300, margin=MARGIN, title="Attack loss (its own objective)",
                        xaxis_title=noun, yaxis=log_axis(c["loss"]), font=dict(size=14))
