@@ -10,6 +10,7 @@ SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 # edge, and with 10 px the loss chart's axis read 0 … 800 for a run of 1000 iterations ("1000" gone)
 MARGIN = dict(l=10, r=30, t=30, b=10)
 VEIL = "rgba(255,255,255,0.6)"  # behind a line's label: readable where a curve crosses it all the same
+CHAR_PX, LABEL_PX = 6, 16  # a line label's character, and its height with its veil's padding, in px
 
 
 def tick_label(v: float) -> str:
@@ -83,16 +84,25 @@ def label_place(curves: list[tuple[int, list[tuple[float, float]]]], y: float, t
     and, counted half, within half its height beyond it — the attack's thick lines and markers weighing twice the
     federation's thin dashed ones ("no defense" sat on top_k = 10's point; "20 dB" on the prune curve as it
     fell through 20 dB, and on dp-dlg's dashed accuracy lines)."""
-    span = min(1.0, char * len(text))  # the share of the plot's width the label covers
     best = None
-    for end, (a, b) in (("right", (1 - span, 1.0)), ("left", (0.0, span))):
-        for side, box, near in (("top", (y, y + height), (y, y + 1.5 * height)),
-                                ("bottom", (y - height, y), (y - 1.5 * height, y))):
-            hits = sum(w * (_meets(c, a, b, *box) + _meets(c, a, b, *near)) / 2 for w, c in curves)
-            score = (hits, side != prefer, end != "right")
-            if best is None or score < best[0]:
-                best = (score, f"{side} {end}")
+    for place in ("top right", "bottom right", "top left", "bottom left"):
+        a, b, y0, y1 = label_box(place, y, text, height, char)
+        top = place.startswith("top")
+        near = (y0, y1 + height / 2) if top else (y0 - height / 2, y1)
+        hits = sum(w * (_meets(c, a, b, y0, y1) + _meets(c, a, b, *near)) / 2 for w, c in curves)
+        score = (hits, top != (prefer == "top"), place.endswith("left"))
+        if best is None or score < best[0]:
+            best = (score, place)
     return best[1]
+
+
+def label_box(place: str, y: float, text: str, height: float, char: float) -> tuple[float, float, float, float]:
+    """The box [a, b] × [y0, y1] that the label of the line at height y covers at `place` ('top right' …):
+    a and b as shares of the plot's width (char: one character's share), y0 and y1 in the axis's units."""
+    span = min(1.0, char * len(text))
+    a, b = (1 - span, 1.0) if place.endswith("right") else (0.0, span)
+    y0, y1 = (y, y + height) if place.startswith("top") else (y - height, y)
+    return a, b, y0, y1
 
 
 def _meets(curve: list[tuple[float, float]], a: float, b: float, y0: float, y1: float) -> int:

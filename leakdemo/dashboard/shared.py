@@ -7,7 +7,7 @@ import streamlit as st
 
 from .. import catalog, milestones
 from ..words import plural
-from .axes import VEIL, label_place
+from .axes import CHAR_PX, LABEL_PX, VEIL, label_box, label_place
 from .pool import RunPool
 
 
@@ -132,13 +132,8 @@ def psnr_bars(fig, plot_px: tuple[int, int]) -> None:
         fig.add_hline(y=db, line=dict(color=color, dash="dash", width=1), layer="below",
                       annotation=dict(text=text, font=dict(size=11, color=color), bgcolor=VEIL),
                       annotation_position=where)
-        span = min(1.0, CHAR_PX / plot_px[0] * len(text))
-        a, b = (1 - span, 1.0) if where.endswith("right") else (0.0, span)
-        y0, y1 = (db, db + height) if where.startswith("top") else (db - height, db)
+        a, b, y0, y1 = label_box(where, db, text, height, CHAR_PX / plot_px[0])
         placed.append((4, [(a, y0), (b, y0), (b, y1), (a, y1), (a, y0)]))  # the next label keeps clear of it
-
-
-CHAR_PX, LABEL_PX = 6, 16  # a bar label's character and line, in px (11-px type)
 
 
 def _psnr_span(fig) -> tuple[float, float]:

@@ -25,7 +25,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
                         one_figure_line, plain, privacy_key, shown_table, strip_caption, strip_series, sweep_csv,
                         utility_range)
 from ..words import plural, small_figure, value_text
-from .axes import VEIL, label_place, side_by_side
+from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, stacked_when_narrow, tab_alive
 from .state import to_query
@@ -355,10 +355,9 @@ def _on_leakage_axis(rows: list[dict], uname: str, lo: float, hi: float):
     return height
 
 
-# a half-width chart's plot, in px: on a 1024-px laptop (the narrowest we draw for) and a 1280-px one; a
-# character of its labels; the plot's height and a label's, with its veil's padding
-NARROW_PLOT_PX, LAPTOP_PLOT_PX, CHAR_PX = 140, 250, 6
-PLOT_HEIGHT_PX, LABEL_PX = 260, 16
+# a half-width chart's plot, in px: on a 1024-px laptop (the narrowest we draw for) and a 1280-px one; the
+# plot's height (a label's character and height: axes.CHAR_PX, LABEL_PX)
+NARROW_PLOT_PX, LAPTOP_PLOT_PX, PLOT_HEIGHT_PX = 140, 250, 260
 
 
 def _numbers(values, log: bool) -> list:
