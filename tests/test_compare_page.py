@@ -217,7 +217,8 @@ def test_runs_are_named_as_people_say_them():
     assert "**DLG on FedSGD** · Gaussian noise (noise σ = 0.01, clip norm off)" in [m.value for m in at.markdown]
     import json
     legend = [t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
-    assert legend == ["g2 · DLG on FedSGD, Gaussian noise"]  # the run's id ties its curve to its column
+    # the run's name, as the picker gives it, ties its curve to its column: not the code 'g2'
+    assert legend == ["Showcase 2 · DLG on FedSGD, Gaussian noise"]
     assert at.table[0].value.loc["defense"].tolist() == ["Gaussian noise"]
     options = at.multiselect(key="c_runs").options
     assert "Showcase 1 · DLG rebuilds a photo from one gradient" in options
@@ -460,8 +461,8 @@ def test_each_runs_caption_says_where_the_private_data_is():
     assert pli.endswith("top: private, below: rebuilt (green: passes the attack-accuracy test, red: fails) · "
                         "bottom: the TBI baseline"), pli
     table = at.table[0].value  # a column per run, in the pictures' order; a figure a run lacks reads '—'
-    assert list(table.columns) == ["g7", "g1"]
-    assert table.loc["TBI accuracy"].tolist() == ["30%", "—"] and table.loc["PSNR", "g1"] == "46.9 dB"
+    assert list(table.columns) == ["Showcase 7", "Showcase 1"]
+    assert table.loc["TBI accuracy"].tolist() == ["30%", "—"] and table.loc["PSNR", "Showcase 1"] == "46.9 dB"
     assert table.loc["label accuracy"].tolist() == ["—", "100%"] and "None" not in table.to_string()
     # DLG's near-perfect LPIPS as the Lab words it, not "0.000", as if identical or broken
     assert table.loc["LPIPS"].tolist() == ["0.118", "< 0.001"]

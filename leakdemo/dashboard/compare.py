@@ -78,7 +78,8 @@ def _choices(sources: dict) -> dict[str, str]:
     out = {}
     if "g" in sources:
         for r in showcase_rows(sources["g"]):
-            out[f"g{r['id']}"] = f"Showcase {r['id']} · {showcase_why(r)}"
+            ref = f"g{r['id']}"
+            out[ref] = f"{called(ref)} · {showcase_why(r)}"
     if "r" in sources:
         for r in sources["r"].runs(limit=200):
             psnr = "" if r["psnr"] is None else f", {r['psnr']:.1f} dB"
@@ -87,9 +88,16 @@ def _choices(sources: dict) -> dict[str, str]:
             when = time.strftime("%d %b %H:%M", time.localtime(r["created"]))
             p = {**r, **r["changes"]}  # the defense's strength, where the run's preset did not set it
             changed = _changes(p, r["changes"])
-            out[f"r{r['id']}"] = (f"Run #{r['id']} · {catalog.headline(p)}, {catalog.defense_phrase(p)}"
-                                  f"{', ' + changed if changed else ''}{psnr} ({when}, {r['source']})")
+            ref = f"r{r['id']}"
+            out[ref] = (f"{called(ref)} · {catalog.headline(p)}, {catalog.defense_phrase(p)}"
+                        f"{', ' + changed if changed else ''}{psnr} ({when}, {r['source']})")
     return out
+
+
+def called(ref: str) -> str:
+    """'Showcase 3' for 'g3', 'Run #12' for 'r12': how the picker, the chart's legend and the table's columns
+    name a run (a legend reading 'g2 · …' over a table headed 'g2' left a class to guess what g meant)."""
+    return f"Showcase {ref[1:]}" if ref.startswith("g") else f"Run #{ref[1:]}"
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -406,8 +414,8 @@ def _curves(runs, pos: float) -> go.Figure:
             continue
         total = max(run.finished.iterations, 1)
         fig.add_trace(go.Scatter(x=[x / total for x in h["iteration"]], y=h["psnr"], mode="lines",
-                                 # 'g2 · DLG on FedSGD, Gaussian noise': the id ties a curve to its column
-                                 name=f"{ref} · {_what(run.scenario.get('params', {}))}",
+                                 # 'Showcase 2 · DLG on FedSGD, Gaussian noise': its name ties it to its column
+                                 name=f"{called(ref)} · {_what(run.scenario.get('params', {}))}",
                                  line=dict(color=COLORS[i % len(COLORS)], width=3)))
     fig.add_vline(x=pos, line=dict(color="#555", dash="dot"))
     fig.update_layout(title="PSNR over each run (x: share of its iterations)", height=320,
@@ -450,7 +458,7 @@ def _table(runs) -> None:
     """The runs' figures, one column per run in the pictures' order. A row per run ran off a 1280-px projector's
     edge once PLI's accuracies joined DLG's figures, with 'None' in every cell a run has no figure for; as columns,
     four runs fit, a figure no run has is left out and one a run lacks reads '—'."""
-    columns = {ref: figures(run) for ref, run in runs}
+    columns = {called(ref): figures(run) for ref, run in runs}
     names = [k for k in next(iter(columns.values())) if any(c[k] is not None for c in columns.values())]
     if len(columns) > 1 and len({c["preset"] for c in columns.values()}) == 1:
         names.remove("preset")  # the same for every run
