@@ -41,12 +41,16 @@ def _unknown(extra: list[str], cmd: str) -> str:
 
 
 def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """`--set k=v ...` as a dict. A name set twice is refused, not settled silently by the last one:
+    `--set seed=1 ... --set seed=2` in a long command line is a slip, and the run would not be the one meant."""
     out = {}
     for pair in pairs or []:
         if "=" not in pair or not pair.split("=", 1)[0].strip():
             raise LeakdemoError(f"--set: expected name=value, got {pair!r}")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v.strip()
+        k, v = (x.strip() for x in pair.split("=", 1))
+        if k in out and out[k] != v:
+            raise LeakdemoError(f"--set: {k} is set twice ({k}={out[k]} and {k}={v}); give it once")
+        out[k] = v
     return out
 
 

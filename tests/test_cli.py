@@ -80,6 +80,10 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("run", "dlg", "--set", "attack=magic"), "error: attack: must be one of dlg, idlg, invgrad"),
     (("run", "dlg", "--set", "images=nope"), "error: images: unknown samples item 'nope'"),
     (("run", "dlg", "--set", "iterations"), "error: --set: expected name=value"),
+    # two values for one name ran the last one without a word
+    (("run", "dlg", "--set", "seed=1", "--set", "iterations=5", "--set", "seed=2"),
+     "error: --set: seed is set twice (seed=1 and seed=2); give it once"),
+    (("sweep", "sweep-dp-dlg", "--set", "seed=1", "--set", "seed=2"), "error: --set: seed is set twice"),
     # CAFE's Step III with every term weighted 0: "internal error (… does not require grad …)"
     (("run", "cafe", "--set", "internal_weight=0", "--set", "tv_weight=0"),
      "error: internal_weight: Step III needs a term to minimise"),
