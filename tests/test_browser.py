@@ -115,8 +115,9 @@ def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
         # and they are on screen without scrolling: the threat model folded to one line once the run began
         assert img.evaluate("i => i.getBoundingClientRect().bottom") <= 1000
     assert not page.get_by_text("Assumed to know").is_visible()
-    (left1, top1, _, width1), (left2, top2, _, _) = page.evaluate(PLOTS, "ld_charts")
+    (left1, top1, _, width1), (left2, top2, _, width2) = page.evaluate(PLOTS, "ld_charts")
     assert left2 > left1 + width1 and abs(top1 - top2) <= 1  # a wide screen keeps the two charts side by side
+    assert abs(width1 - width2) <= 1, (width1, width2)  # in one plot frame
     assert "preset=dlg" in page.url and "seed=1" in page.url  # coffee is the preset's own image: not repeated
     page.get_by_role("button", name="scenario.json").wait_for(timeout=30_000)
     with page.expect_download(timeout=30_000) as download:  # handed over when clicked (deferred data)
@@ -201,8 +202,8 @@ PLOTS = """key => [...document.querySelectorAll(`.st-key-${key} .js-plotly-plot`
 def test_the_charts_label_the_run_s_last_iteration(server, browser):
     """The loss chart's axis read 0 … 800 for a run of 1000 iterations (0 … 1500 of 2000): plotly drops a tick
     label that would cross the chart's edge, and the loss chart left it 10 px. On this 1024-px laptop with the
-    sidebar open the two charts stand one above the other: side by side, the quality chart's plot was 135 px
-    wide."""
+    sidebar open the two charts stand one above the other (side by side, the quality chart's plot was 135 px
+    wide), their plots in one frame."""
     page = open_lab(browser, server, "preset=invgrad&iterations=1000&image_size=16", size=(1024, 768))
     run_until_finished(page, "Original (private, never sent)")
     page.get_by_text("Attack loss (its own objective)").first.wait_for(timeout=30_000)
@@ -210,8 +211,11 @@ def test_the_charts_label_the_run_s_last_iteration(server, browser):
     assert len(charts) == 2, charts
     for title, ticks in charts:
         assert ticks and ticks[-1][0] == "1000" and all(shown for _, shown in ticks), (title, ticks)
-    (_, _, bottom1, width1), (_, top2, _, width2) = page.evaluate(PLOTS, "ld_charts")
+    (left1, _, bottom1, width1), (left2, top2, _, width2) = page.evaluate(PLOTS, "ld_charts")
     assert top2 > bottom1 and min(width1, width2) >= 0.35 * 1024, (width1, width2)
+    # one plot frame: an iteration of the loss chart stands under the same iteration of the quality chart
+    # (the loss chart's plot began 20 px further left and ran 45 px further right)
+    assert abs(left1 - left2) <= 1 and abs(width1 - width2) <= 1, (left1, width1, left2, width2)
     assert_no_traceback(page)
     page.close()
 

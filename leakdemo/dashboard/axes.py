@@ -6,9 +6,13 @@ import math
 
 MOST_DECADES = 6  # labelled decades on one axis; wider spans label every second, third … decade
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-# a chart with no right-hand axis keeps 30 px on its right: plotly drops a tick label that would cross the
-# edge, and with 10 px the loss chart's axis read 0 … 800 for a run of 1000 iterations ("1000" gone)
-MARGIN = dict(l=10, r=30, t=30, b=10)
+# the Lab's charts (quality, loss; CAFE's steps and utility, PLI's accuracy) share one plot frame,
+# wide enough for the widest of their y axes (PLI's titled percentages on the left, SSIM on the right): stacked
+# in a narrow main area, iteration 200 of the loss chart stood 20 px left of iteration 200 of the quality chart
+# above it, so a loss spike did not sit over the PSNR dip it caused; side by side, the two plots match. (A chart
+# with no right-hand axis needs ≥ 30 px there too: plotly drops a tick label that would cross the edge, and with
+# 10 px the loss chart's axis read 0 … 800 for a run of 1000 iterations.)
+RUN_FRAME = dict(l=82, r=76, t=30, b=10)
 VEIL = "rgba(255,255,255,0.6)"  # behind a line's label: readable where a curve crosses it all the same
 CHAR_PX, LABEL_PX = 6, 16  # a line label's character, and its height with its veil's padding, in px
 

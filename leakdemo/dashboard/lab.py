@@ -24,7 +24,7 @@ from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
 from ..scenario import from_dict, presets
 from ..words import fixed, plural, small_figure, three_digits
 from . import state
-from .axes import MARGIN, log_axis
+from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS
 from .shared import (hardware, polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow,
@@ -405,7 +405,7 @@ def _chart(handle):
                              line=dict(color=ORIGINAL_COLOR, width=2, dash="dot")))
     # each axis in its line's colour, no legend: a legend under this chart alone set its x-axis above the loss
     # chart's beside it
-    fig.update_layout(height=300, margin=dict(l=10, r=10, t=30, b=10), title="Reconstruction quality",
+    fig.update_layout(height=300, margin=RUN_FRAME, title="Reconstruction quality",
                       xaxis_title=noun, showlegend=False,
                       yaxis=dict(title=dict(text="PSNR (dB) ━", font=dict(color=RECON_COLOR)), rangemode="tozero",
                                  tickfont=dict(color=RECON_COLOR)),
@@ -415,9 +415,9 @@ def _chart(handle):
                                   tickmode="array", tickvals=[0, 0.25, 0.5, 0.75, 1]),
                       font=dict(size=14))
     if handle.scenario.params.get("protocol") not in catalog.LOGIT_PROTOCOLS:  # PLI's PSNR is against a class's mean
-        psnr_bars(fig, (230, 200))  # its narrowest: side by side in a 700-px main area (narrower, they stack)
+        psnr_bars(fig, (185, 200))  # its narrowest: side by side in a 700-px main area (narrower, they stack)
     loss = go.Figure(go.Scatter(x=c["iteration"], y=c["loss"], name="loss", line=dict(color="#555", width=2)))
-    loss.update_layout(height=300, margin=MARGIN, title="Attack loss (its own objective)",
+    loss.update_layout(height=300, margin=RUN_FRAME, title="Attack loss (its own objective)",
                        xaxis_title=noun, yaxis=log_axis(c["loss"]), font=dict(size=14))
     return fig, loss
 

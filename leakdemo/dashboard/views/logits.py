@@ -7,7 +7,7 @@ import streamlit as st
 
 from ...artifacts import VERDICTS_PER_ROW, class_block
 from ...words import fixed
-from ..axes import MARGIN
+from ..axes import RUN_FRAME
 from ..pictures import RECON_COLOR, show, zoom
 
 
@@ -85,7 +85,7 @@ def accuracy_chart(c: dict, name: str):
         if pts:
             fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name,
                                      line=dict(color=color, width=3)))
-    fig.update_layout(height=300, margin=MARGIN, title="Attack accuracy",  # fits 1024 px
+    fig.update_layout(height=300, margin=RUN_FRAME, title="Attack accuracy",  # fits 1024 px
                       xaxis_title="inversion epoch",
                       yaxis=dict(range=[0, 1.05], tickformat=".0%", title="share of target classes"),
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))

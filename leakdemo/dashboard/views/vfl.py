@@ -8,7 +8,7 @@ import streamlit as st
 
 from ...artifacts import grid, mosaic, mosaic_layout, psnr_color
 from ...settings import round_clients, tile_grid, tiles
-from ..axes import MARGIN, log_axis
+from ..axes import RUN_FRAME, log_axis
 from ..pictures import RECON_COLOR, show, titled_columns, zoom
 
 PAGE = 100  # samples per page of the data-set view
@@ -73,7 +73,7 @@ def steps_chart(c: dict):
                              ("step2_error", "Step II: first-FC input h per sample", "#2ca02c")):
         pts = [(i, v) for i, v in zip(c["iteration"], c[key]) if v is not None]
         fig.add_trace(go.Scatter(x=[i for i, _ in pts], y=[v for _, v in pts], name=name, line=dict(color=color, width=3)))
-    fig.update_layout(height=300, margin=MARGIN, title="Steps I–II: relative error vs the truth",
+    fig.update_layout(height=300, margin=RUN_FRAME, title="Steps I–II: relative error vs the truth",
                       xaxis_title="iteration", yaxis=log_axis([*c["step1_error"], *c["step2_error"]]),
                       legend=dict(orientation="h", y=-0.25), font=dict(size=14))
     return fig
@@ -88,7 +88,7 @@ def utility_chart(u: dict):
     if "clean" in u:
         fig.add_trace(go.Scatter(x=np.arange(1, len(u["clean"]) + 1), y=u["clean"], name="no defense",
                                  line=dict(color="#555", width=2, dash="dot")))
-    fig.update_layout(height=300, margin=MARGIN,
+    fig.update_layout(height=300, margin=RUN_FRAME,  # the Lab's grid of charts in one frame
                       # the steps and rate under the axis: in the title they ran off a 1024-px laptop's chart
                       title="Utility: training loss", xaxis_title=f"SGD step (of {u['steps']}, lr {u['lr']:g})",
                       yaxis=dict(rangemode="tozero"), font=dict(size=14),
