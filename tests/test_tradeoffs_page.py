@@ -328,8 +328,8 @@ def test_the_labels_keep_clear_of_the_federations_dashed_lines():
 
 
 def test_the_recognisable_line_keeps_its_label_short_where_the_chart_is_narrow():
-    """On a 1024-px laptop the page's half-width plot is ~140 px: "20 dB: recognisable" covered four fifths of
-    it and lay across the curves. There the line says "20 dB" and the subtitle says what it means; a projector's
+    """The page's narrowest side-by-side plot is ~210 px: "20 dB: recognisable" covered over half of it
+    and lay across the curves. There the line says "20 dB" and the subtitle says what it means; a projector's
     wide chart keeps the whole label and the one-line subtitle."""
     from leakdemo.dashboard.tradeoffs import NARROW_PLOT_PX, CHAR_PX, strength_figure
 

@@ -140,8 +140,7 @@ def _psnr_span(fig) -> tuple[float, float]:
     """The left axis's range as plotly draws it: the PSNR curves and the bars, from 0 where the axis says so."""
     ys = [v for t in fig.data if (t.yaxis or "y") == "y" for v in (t.y or ()) if v is not None]
     ys += [milestones.RECOGNISABLE_DB, milestones.RECOVERED_DB]
-    lo = 0.0 if fig.layout.yaxis.rangemode == "tozero" else min(ys)
-    return min(lo, min(ys)), max(ys)
+    return (min(0.0, min(ys)) if fig.layout.yaxis.rangemode == "tozero" else min(ys)), max(ys)
 
 
 def _psnr_curves(fig, lo: float, hi: float) -> list[tuple[int, list[tuple[float, float]]]]:

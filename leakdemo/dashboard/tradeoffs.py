@@ -277,8 +277,8 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
     subtitle = LINE_STYLES
     if key == "psnr":
         # the whole label where it covers under half the narrowest plot it is drawn in (a projector's); on the
-        # page's half-width chart of a 1024-px laptop it covered four fifths, across the curves: there the line
-        # says "20 dB" and the subtitle says what it means
+        # page's narrowest side-by-side chart it covered over half, across the curves: there the line says
+        # "20 dB" and the subtitle says what it means
         text = RECOGNISABLE
         if (char_px or CHAR_PX) * len(text) > 0.45 * (plot_px or NARROW_PLOT_PX):
             text, subtitle = "20 dB", f"{LINE_STYLES}<br>above 20 dB: recognisable"
@@ -355,9 +355,10 @@ def _on_leakage_axis(rows: list[dict], uname: str, lo: float, hi: float):
     return height
 
 
-# a half-width chart's plot, in px: on a 1024-px laptop (the narrowest we draw for) and a 1280-px one; the
-# plot's height (a label's character and height: axes.CHAR_PX, LABEL_PX)
-NARROW_PLOT_PX, LAPTOP_PLOT_PX, PLOT_HEIGHT_PX = 140, 250, 260
+# the leakage chart's plot, in px, at its narrowest: side by side in the narrowest main area that does not stack
+# them (700 px: a 1165-px window, the sidebar open; a phone's stacked chart is 226), and on a 1280-px laptop;
+# the plot's height (a label's character and height: axes.CHAR_PX, LABEL_PX)
+NARROW_PLOT_PX, LAPTOP_PLOT_PX, PLOT_HEIGHT_PX = 210, 250, 260
 
 
 def _numbers(values, log: bool) -> list:
@@ -426,7 +427,7 @@ def tradeoff_figure(rows: list[dict], axes: list[str], base: dict | None = None)
                       # in two lines: in one, "(held-out digits)" ran past a 1024-px laptop's half-width chart
                       xaxis_title=UTILITY_TITLES[uname].replace(" (", "<br>("),
                       yaxis_title="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
-                      # r=30 as axes.MARGIN: at 1024 px the last utility tick ("0.98") was dropped at the edge
+                      # r=30: at 1024 px the last utility tick ("0.98") was dropped at the edge
                       margin=dict(l=10, r=30, t=70, b=10), legend=dict(orientation="h", y=-0.32))  # below 2 lines
     return fig
 
