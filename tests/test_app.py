@@ -142,7 +142,6 @@ def test_a_link_to_a_switched_protocol_brings_the_same_scenario_back():
     assert again["protocol"] == "fedgems" and again["rounds"] == s["rounds"] and ignored[0].startswith("rounds:")
 
 
-
 def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_does():
     # `?preset=dlg&protocol=fedmd`: DLG cannot attack FedMD; the link was ignored with a note, the page on DLG
     for protocol, attack, name in (("fedavg", "dlm", "iterations"), ("fedmd", "pli", "rounds"), ("ds-fl", "pli", "rounds")):
@@ -651,7 +650,6 @@ def test_racing_starts_show_as_a_small_strip():
         assert trials_layout(n, 32) == expected
         strip = mosaic(np.random.rand(n, 32, 32, 3), *trials_layout(n, 32))
         assert strip.shape[1] <= 500 and strip.shape[1] >= 1.5 * strip.shape[0], strip.shape
-
 
 
 def test_agic_matching_frames_each_column_by_its_verdict():

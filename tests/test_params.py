@@ -46,7 +46,6 @@ def test_every_preset_resolves_and_every_default_is_valid():
             spec.coerce(s[spec.name])
 
 
-
 def test_every_setting_at_its_bounds_is_accepted_or_refused_in_one_line():
     """What the Lab checks before Run is pressed, for each preset with each of its settings (and each defense's)
     at the low and the high end of its range and each other choice: a scenario that runs, or one line naming a

@@ -192,8 +192,6 @@ def default_vary(p) -> str:
     return f"{p.name}={p.low:g}..{p.high:g}:5"
 
 
-
-
 def build(spec: dict) -> tuple[Sweep, str, str]:
     """(sweep, title, description) for a page spec; LeakdemoError names what is wrong."""
     store = _store()
