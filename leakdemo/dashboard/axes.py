@@ -8,8 +8,8 @@ MOST_DECADES = 6  # labelled decades on one axis; wider spans label every second
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 # the Lab's charts (quality, loss; CAFE's steps and utility, PLI's accuracy) share one plot frame,
 # wide enough for the widest of their y axes (PLI's titled percentages on the left, SSIM on the right): stacked
-# in a narrow main area, iteration 200 of the loss chart stood 20 px left of iteration 200 of the quality chart
-# above it, so a loss spike did not sit over the PSNR dip it caused; side by side, the two plots match. (A chart
+# in a narrow main area, the loss chart's plot began 20 px left of the quality chart's above it and ended 45 px
+# right of it, so a loss spike did not sit over the PSNR dip it caused; side by side, the two plots match. (A chart
 # with no right-hand axis needs ≥ 30 px there too: plotly drops a tick label that would cross the edge, and with
 # 10 px the loss chart's axis read 0 … 800 for a run of 1000 iterations.)
 RUN_FRAME = dict(l=82, r=76, t=30, b=10)
