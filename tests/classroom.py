@@ -46,6 +46,7 @@ def start_server(workers: int = 2) -> tuple[subprocess.Popen, str]:
                              "--server.address", "127.0.0.1", "--server.headless", "true"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
+    log.close()  # the server writes through its own copy of the file
     proc.log_path = log.name
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
@@ -57,16 +58,20 @@ def start_server(workers: int = 2) -> tuple[subprocess.Popen, str]:
             time.sleep(0.5)
     proc.kill()
     with open(proc.log_path, encoding="utf-8", errors="replace") as fh:
-        raise RuntimeError("streamlit did not start:\n" + fh.read()[-4000:])
+        tail = fh.read()[-4000:]
+    os.unlink(proc.log_path)
+    raise RuntimeError("streamlit did not start:\n" + tail)
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server alone, as a service manager would; its workers must go with it."""
+    """SIGTERM to the server alone, as a service manager would; its workers must go with it. Its log goes too:
+    every test run left one in /tmp (252 on this machine after a day of `make test`)."""
     proc.terminate()
     try:
         proc.wait(15)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
+    os.unlink(proc.log_path)
 
 
 def launch(playwright):

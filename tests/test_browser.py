@@ -313,6 +313,7 @@ def test_a_closed_tab_frees_its_worker_for_the_next_in_line(browser):
         print(f"\n{freed}")
     finally:
         stop_server(proc)
+    assert not os.path.exists(proc.log_path), "the server's log was left in /tmp"
 
 
 def test_a_recorded_trade_off_labels_its_axes_to_the_end_on_a_laptop(server, browser):

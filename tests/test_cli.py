@@ -243,12 +243,10 @@ def test_bench_covers_vertical_fl_and_logit_sharing(tmp_path):
     assert result["wall_s"] > result["first_frame_s"] > result["seconds"]  # the federation's training first
 
 
-def test_bench_runs_the_cpu_rows_on_the_threads_asked():
+def test_bench_runs_the_cpu_rows_on_the_threads_asked(tmp_path):
     """`--cpu-threads` holds the CPU's rows to N threads (the issue compares a GPU with two CPU threads on the
     same machine); the header says so, and the rows' JSON names the device each ran on."""
-    import os
-    import tempfile
-    out = os.path.join(tempfile.mkdtemp(), "b.json")
+    out = str(tmp_path / "b.json")  # pytest's own folder: tempfile.mkdtemp() left one behind on every run
     r = cli("bench", "dlg", "--set", "iterations=3", "--set", "image_size=16", "--device", "cpu", "--cpu-threads", "1",
             "--json", out)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
