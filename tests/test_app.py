@@ -59,6 +59,16 @@ def test_an_unknown_name_in_a_link_gets_the_likeliest_meant_one_without_the_clis
     assert widget(at, "Iterations").value == 300
 
 
+def test_a_value_given_twice_in_a_link_is_ambiguous_and_said():
+    """`?seed=1&seed=2` ran seed 2 without a word (Streamlit keeps a key's last value); `--set` twice with
+    different values is refused on the command line. Here the key falls back to its default, and the page says
+    why; the same value twice is not ambiguous."""
+    at = lab(preset="dlg", seed=["1", "2"], iterations=["50", "50"])
+    said = [w.value for w in at.warning if w.value.startswith("Ignored from the link")]
+    assert said == ["Ignored from the link: seed (given 2 times: '1' and '2'). Using the default instead."], said
+    assert widget(at, "Seed").value == 0 and widget(at, "Iterations").value == 50
+
+
 def test_an_unknown_photo_in_a_link_is_reported_not_dropped_in_silence():
     at = lab(preset="dlg", images="coffee,nope")
     assert any(w.value.startswith("Ignored from the link: images: unknown samples item 'nope'") for w in at.warning)

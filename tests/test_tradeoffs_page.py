@@ -104,6 +104,9 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
     at = page(preset="dlm", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")  # written by hand, without sweep=
     assert not at.warning and at.selectbox(key="t_sweep").value == "custom"
     assert at.selectbox(key="t_preset").value == "dlm"
+    at = page(sweep="custom", preset="dlg", vary=["dp_sigma=1e-4..1:3", "dp_sigma=1e-2..1:3"])  # which one?
+    assert [w.value for w in at.warning] == ["Ignored from the link: vary (given 2 times: 'dp_sigma=1e-4..1:3' and "
+                                             "'dp_sigma=1e-2..1:3'). Using the default instead."]
 
 
 @pytest.mark.parametrize("vary,message", [

@@ -10,6 +10,20 @@ from ..scenario import Scenario, load_preset, presets, resolve
 DEFAULT_PRESET = "dlg"
 
 
+def one_each(link: Mapping[str, list[str]]) -> tuple[dict[str, str], list[str]]:
+    """A link's keys with one value each, and a note for each key given twice with different values: ambiguous,
+    as `--set` twice is on the command line, so it is dropped and said (Streamlit alone keeps the last in
+    silence). The same value given twice is kept."""
+    query, notes = {}, []
+    for key, values in link.items():
+        distinct = list(dict.fromkeys(values))
+        if len(distinct) == 1:
+            query[key] = distinct[0]
+        elif distinct:
+            notes.append(f"{key} (given {len(values)} times: {' and '.join(repr(v) for v in distinct)})")
+    return query, notes
+
+
 def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
     """The scenario a shared URL describes. Bad values fall back to defaults and are reported, not fatal."""
     ignored = []
