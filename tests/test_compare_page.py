@@ -203,6 +203,8 @@ def test_a_shared_link_opens_its_runs_and_unknown_ids_are_reported():
     at = page(runs="g1,g1,g2,g3,g4,g5,g6")  # each run once; at most four side by side, the rest named
     assert at.multiselect(key="c_runs").value == ["g1", "g2", "g3", "g4"]
     assert [w.value for w in at.warning] == ["Ignored from the link: runs=g5,g6 (at most 4 runs side by side)."]
+    at = page(runs=["g3", "g5"])  # the key once per run, as many sites write a list: both, not the last alone
+    assert at.multiselect(key="c_runs").value == ["g3", "g5"] and not at.warning
 
 
 def test_runs_are_named_as_people_say_them():
@@ -373,7 +375,7 @@ def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeyp
     from leakdemo import gallery
     monkeypatch.setattr(gallery, "_gallery_or_none", lambda: None)  # a gallery without the sweep: say how to fill it
     at = AppTest.from_file(PRESENT, default_timeout=120)
-    at.query_params["scenes"] = "sweep:sweep-dp-dlg,g3,live:nonsense,g99"
+    at.query_params["scenes"] = ["sweep:sweep-dp-dlg,g3,live:nonsense", "g99"]  # also as the key given twice
     at.run()
     assert not at.exception
     assert any("scenes=live:nonsense,g99" in w.value for w in at.warning)  # unknown codes named, left out

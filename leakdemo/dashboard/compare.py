@@ -108,12 +108,13 @@ def _load(ref: str, path: str) -> StoredRun:
 
 
 def _init_from_query(choices: dict) -> None:
-    asked = st.query_params.get("runs", "")
+    # a list: `runs=g1&runs=g2` (how many sites write one) means `runs=g1,g2`, not the last alone
+    asked = ",".join(st.query_params.get_all("runs"))
     if "c_runs" in st.session_state and asked == ",".join(st.session_state["c_runs"]):
         return
     if "c_runs" in st.session_state and (not asked or st.session_state.get("c_pending")):
         return
-    wanted = [x.strip() for x in st.query_params.get("runs", "").split(",") if x.strip()]
+    wanted = [x.strip() for x in asked.split(",") if x.strip()]
     known = list(dict.fromkeys(w for w in wanted if w in choices))  # each run once, in the link's order
     bad = [w for w in wanted if w not in choices]
     problems = [f"runs={','.join(bad)} (no such recorded run here)"] if bad else []

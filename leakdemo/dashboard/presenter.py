@@ -68,7 +68,8 @@ def _init(rows: list[dict], choices: dict) -> None:
     """The scene list and the current scene, from the link on a first visit (unknown codes reported, left out)."""
     if "p_scenes" in st.session_state:
         return
-    asked = [c.strip() for c in st.query_params.get("scenes", "").split(",") if c.strip()]
+    # `scenes=g1&scenes=g2` is the list g1,g2, as on Compare
+    asked = [c.strip() for c in ",".join(st.query_params.get_all("scenes")).split(",") if c.strip()]
     bad = [c for c in asked if c not in choices]
     problems = [f"scenes={','.join(bad)} (no such scene here)"] if bad else []
     scenes = st.session_state["p_scenes"] = [c for c in asked if c in choices] or default_scenes(rows, choices)
