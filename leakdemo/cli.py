@@ -413,9 +413,7 @@ def cmd_runs(args) -> int:
     from .store import open_store
     if not 1 <= args.limit <= 100_000:
         raise ParamError("--limit", f"must be an integer in [1, 100000], got {args.limit}")
-    action, rest = args.action, args.rest
-    if action is None:
-        raise LeakdemoError("runs: say what to do: list | show ID | export ID DIR | delete ID")
+    action, rest = args.action or "list", args.rest  # `runs` alone lists, as its help's [brackets] promise
     takes = {"list": 0, "show": 1, "delete": 1, "export": 2}[action]
     if len(rest) > takes:  # `runs delete 1 2 3` deleted run 1 and said nothing of 2 and 3
         what = {0: "no id", 1: "one id", 2: "one id and a folder"}[takes]
@@ -692,7 +690,7 @@ def main(argv=None) -> int:
                         "(a new sweep), leaving the others' charts as shipped")
     p = sub.add_parser("runs", help="the run store: list | show ID | export ID DIR | delete ID")
     p.add_argument("action", nargs="?", choices=("list", "show", "export", "delete"),
-                   help="list: the newest runs, with their ids, results and when each picture reached 30 dB; show ID: one run's scenario and "
+                   help="list (the default): the newest runs, with their ids, results and when each picture reached 30 dB; show ID: one run's scenario and "
                         "figures; export ID DIR: write its files (as run --out does); delete ID")
     p.add_argument("rest", nargs="*", metavar="ID [DIR]", help="the run's id, from `runs list`; export's folder")
     p.add_argument("--limit", type=int, default=50, help="list: how many of the newest runs")

@@ -202,6 +202,7 @@ def test_cli_serves_a_repeated_run_from_the_store_and_manages_runs(tmp_path, sto
     listed = _cli("runs", "list")
     assert listed.returncode == 0 and "2 runs in" in listed.stdout and "dlg" in listed.stdout
     assert listed.stdout.splitlines()[2].endswith("  image_size=16 iterations=5")  # what it changed from dlg
+    assert _cli("runs").stdout == listed.stdout  # `runs` alone lists (it was an error asking what to do)
     shown = _cli("runs", "show", "1")
     import json
     info = json.loads(shown.stdout)
