@@ -723,6 +723,9 @@ def main(argv=None) -> int:
     except LeakdemoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `list | head`: the reader has what it wanted; quiet, as other tools are there
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else Python's flush at exit complains
+        return 141  # what a shell reports for a program that a closed pipe stopped (128 + SIGPIPE)
     except OSError as e:  # a disk that filled up, a folder removed while we wrote: one line, not a traceback
         print(f"error: {e.filename}: {e.strerror}" if e.filename and e.strerror else f"error: {e}", file=sys.stderr)
         return 2

@@ -138,6 +138,16 @@ def test_bad_input_is_one_line_exit_2(args, starts):
     assert r.stdout == ""  # nothing started
 
 
+def test_a_reader_that_stops_early_ends_the_output_quietly():
+    """`list | head -1`: the pipe closes while the catalog is still being written. That printed `error: [Errno
+    32] Broken pipe` and exited 2, as if the command had failed; `git log | head` says nothing."""
+    p = subprocess.Popen([sys.executable, "-m", "leakdemo", "list"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    p.stdout.close()  # before the first line: Python takes a second to start
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 141 and err == "", err
+
+
 def test_a_subcommand_usage_error_points_to_that_subcommand_s_help():
     r = cli("sweep", "dlg", "--seeds", "two")
     assert r.returncode == 2 and r.stderr.strip().endswith("(see `python -m leakdemo sweep --help`)"), r.stderr
