@@ -108,7 +108,7 @@ def _load(ref: str, path: str) -> StoredRun:
 
 
 def _init_from_query(choices: dict) -> None:
-    # a list: `runs=g1&runs=g2` (how many sites write one) means `runs=g1,g2`, not the last alone
+    # a list: `runs=g1&runs=g2` (as many sites write one) means `runs=g1,g2`, not the last alone
     asked = ",".join(st.query_params.get_all("runs"))
     if "c_runs" in st.session_state and asked == ",".join(st.session_state["c_runs"]):
         return

@@ -114,7 +114,7 @@ def _push_to_widgets(s) -> None:
 def _init_session() -> None:
     if "scenario" in st.session_state:
         return
-    query, twice = state.one_each({k: st.query_params.get_all(k) for k in st.query_params})
+    query, twice = state.one_each(st.query_params)
     s, ignored = state.from_query(query)
     ignored = twice + ignored
     st.session_state["ignored"] = (ignored, s.params)  # shown while the page still holds the link's scenario

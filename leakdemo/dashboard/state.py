@@ -10,12 +10,13 @@ from ..scenario import Scenario, load_preset, presets, resolve
 DEFAULT_PRESET = "dlg"
 
 
-def one_each(link: Mapping[str, list[str]]) -> tuple[dict[str, str], list[str]]:
+def one_each(link) -> tuple[dict[str, str], list[str]]:
     """A link's keys with one value each, and a note for each key given twice with different values: ambiguous,
     as `--set` twice is on the command line, so it is dropped and said (Streamlit alone keeps the last in
-    silence). The same value given twice is kept."""
+    silence). The same value given twice is kept. link: st.query_params (its keys, and get_all of each)."""
     query, notes = {}, []
-    for key, values in link.items():
+    for key in link:
+        values = link.get_all(key)
         distinct = list(dict.fromkeys(values))
         if len(distinct) == 1:
             query[key] = distinct[0]

@@ -26,10 +26,9 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
                         utility_range)
 from ..words import plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
-from .state import one_each
 from .pictures import IMAGE_CSS, png_once
 from .shared import run_pool, stacked_when_narrow, tab_alive
-from .state import to_query
+from .state import one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
 CUSTOM = "custom"
@@ -85,7 +84,7 @@ def _init_from_query() -> None:
     a bad value is reported and left at its default."""
     if "t_sweep" in st.session_state:
         return
-    q, problems = one_each({k: st.query_params.get_all(k) for k in st.query_params})
+    q, problems = one_each(st.query_params)
     custom_keys = [k for k in q if k != "sweep"]
     # a hand-written link that names a preset, defense or range but no sweep means a custom one
     name = q.get("sweep", CUSTOM if {"preset", "defense", "vary"} & set(q) else "sweep-dp-dlg")
