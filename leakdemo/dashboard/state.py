@@ -20,7 +20,7 @@ def one_each(link) -> tuple[dict[str, str], list[str]]:
         distinct = list(dict.fromkeys(values))
         if len(distinct) == 1:
             query[key] = distinct[0]
-        elif distinct:
+        else:  # get_all of a key the link has is never empty
             notes.append(f"{key} (given {len(values)} times: {' and '.join(repr(v) for v in distinct)})")
     return query, notes
 
