@@ -411,9 +411,14 @@ def cmd_bench(args) -> int:
 
 def cmd_runs(args) -> int:
     from .store import open_store
-    if not 1 <= args.limit <= 100_000:
-        raise ParamError("--limit", f"must be an integer in [1, 100000], got {args.limit}")
     action, rest = args.action or "list", args.rest  # `runs` alone lists, as its help's [brackets] promise
+    if args.limit is not None and action != "list":  # `runs show 3 --limit 5` ran, --limit unread
+        raise ParamError("--limit", f"applies to `runs list` only, not `runs {action}`")
+    if args.json and action in ("delete", "export"):  # show prints JSON anyway
+        raise ParamError("--json", f"applies to `runs list` (and `runs show`, whose output is JSON), not `runs {action}`")
+    limit = 50 if args.limit is None else args.limit
+    if not 1 <= limit <= 100_000:
+        raise ParamError("--limit", f"must be an integer in [1, 100000], got {limit}")
     takes = {"list": 0, "show": 1, "delete": 1, "export": 2}[action]
     if len(rest) > takes:  # `runs delete 1 2 3` deleted run 1 and said nothing of 2 and 3
         what = {0: "no id", 1: "one id", 2: "one id and a folder"}[takes]
@@ -422,11 +427,11 @@ def cmd_runs(args) -> int:
     if store is None:
         raise LeakdemoError("runs: the run store is turned off (LEAKDEMO_STORE=off)")
     if action == "list":
-        rows = store.runs(limit=args.limit, milestones=True)
+        rows = store.runs(limit=limit, milestones=True)
         if args.json:
             print(json.dumps(rows, indent=2))
             return 0
-        print(f"{plural(len(rows), 'run')} in {store.path}" + ("" if len(rows) < args.limit else f" (newest {args.limit})"))
+        print(f"{plural(len(rows), 'run')} in {store.path}" + ("" if len(rows) < limit else f" (newest {limit})"))
         if rows:
             print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'attack':<10} {'defense':<15} "
                   f"{'status':<9} {'result':>8} {'seconds':>8} {'to 30 dB':>9}  changed from the preset")
@@ -693,8 +698,8 @@ def main(argv=None) -> int:
                    help="list (the default): the newest runs, with their ids, results and when each picture reached 30 dB; show ID: one run's scenario and "
                         "figures; export ID DIR: write its files (as run --out does); delete ID")
     p.add_argument("rest", nargs="*", metavar="ID [DIR]", help="the run's id, from `runs list`; export's folder")
-    p.add_argument("--limit", type=int, default=50, help="list: how many of the newest runs")
-    p.add_argument("--json", action="store_true", help="list: as JSON")
+    p.add_argument("--limit", type=int, help="list: how many of the newest runs (default 50)")
+    p.add_argument("--json", action="store_true", help="list: as JSON (show always is)")
     p = sub.add_parser("fidelity", help="one check per paper claim: the paper's figure beside ours, and a verdict")
     p.add_argument("--quick", action="store_true", help="the checks that fit in ~10 minutes on a 2-core CPU")
     p.add_argument("--only", help="comma-separated check names (see the table's first column)")

@@ -127,6 +127,10 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("runs", "delete", "1", "2", "3"), "error: runs delete: takes one id, got '1 2 3'"),
     (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (creating a file in /proc failed: "),
     (("runs", "frob"), "error: argument action: invalid choice: 'frob'"),  # ... (see `python -m leakdemo runs --help`)
+    # an option another action reads was taken and ignored without a word
+    (("runs", "show", "1", "--limit", "5"), "error: --limit: applies to `runs list` only, not `runs show`"),
+    (("runs", "delete", "1", "--json"), "error: --json: applies to `runs list` (and `runs show`, whose output is JSON), "
+                                        "not `runs delete`"),
 ])
 def test_bad_input_is_one_line_exit_2(args, starts):
     r = cli(*args)
