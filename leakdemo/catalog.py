@@ -778,6 +778,22 @@ def components(protocol: str, attack: str, defense: str) -> tuple[Component, Com
     return PROTOCOLS[protocol], ATTACKS[attack], DEFENSES[defense]
 
 
+# parameters read only under another's value: `run dlg --set tv_dataset=SVHN` ran the photos as before without a
+# word, and a sweep over it ran every point alike (the Lab shows these widgets only where they are read)
+READ_ONLY_WHEN = {"tv_dataset": ("data", ("torchvision",)), "data_root": ("data", ("torchvision",)),
+                  "folder": ("data", ("folder",)), "model_depth": ("model", ("resnet", "mlp"))}
+
+
+def without_effect(p, name: str) -> str | None:
+    """Why parameter `name` changes nothing in scenario `p`, or None where it is read."""
+    if name not in READ_ONLY_WHEN:
+        return None
+    on, values = READ_ONLY_WHEN[name]
+    if p.get(on) in values:
+        return None
+    return f"it is read only when {' or '.join(f'{on}={v}' for v in values)} (here {on}={p.get(on)})"
+
+
 def step_noun(p: dict) -> str:
     """What one step of the attack is called where it is counted: PLI and TBI train their inversion networks
     epoch by epoch ("inversion epoch", the accuracy chart's axis), every other attack takes iterations."""

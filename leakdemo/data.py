@@ -198,12 +198,19 @@ def _folder_files(folder: str) -> tuple[tuple[str, tuple[str, int]], ...]:
     return tuple(out)
 
 
+def _check_data_root(root: str) -> None:
+    """What a torchvision source needs before torch opens it: a root that is a folder."""
+    if not root:
+        raise ParamError("data_root", "set data_root=PATH to where the torchvision dataset already lies")
+    if not os.path.isdir(root):
+        raise ParamError("data_root", f"{root!r} is not a readable folder")
+
+
 @lru_cache(maxsize=4)
 def _torchvision_set(name: str, root: str):
     import torchvision.datasets as tvd
 
-    if not root:
-        raise ParamError("data_root", "set data_root=PATH to where the torchvision dataset already lies")
+    _check_data_root(root)
     try:
         if name == "SVHN":
             return tvd.SVHN(root, split="test", download=False)
@@ -299,9 +306,12 @@ def check_source(p: dict) -> None:
     """What loading the client's private data would refuse, found from the source's item names alone — no
     image is read — so the dashboard can say it before Run is pressed rather than after. Logit-sharing
     protocols build their own identity sets (checked with their parameters); torchvision data sets are
-    only opened by the run (opening one imports torch)."""
+    only opened by the run (opening one imports torch): here only their data_root is checked."""
     protocol, source = p["protocol"], p.get("data")
-    if source is None or source == "torchvision" or protocol not in ("fedsgd", "fedavg", "vfl"):
+    if source is None or protocol not in ("fedsgd", "fedavg", "vfl"):
+        return
+    if source == "torchvision":  # a sweep over data=…,torchvision ran its other points, then failed this one
+        _check_data_root(p.get("data_root", ""))
         return
     if protocol == "vfl" and source == "samples" and p["n_samples"] > len(available_samples()):
         _check_sample_names(p)  # the data set becomes crops of the named photos

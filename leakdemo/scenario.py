@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Mapping
 
 from . import catalog
 from .errors import LeakdemoError, ParamError
-from .words import alike, hint, plural
+from .words import alike, hint, plural, value_text
 
 PRESET_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "presets")
 FORMAT = "leakdemo-scenario/1"
@@ -256,6 +256,12 @@ def from_dict(d: Any, overrides: Mapping[str, Any] | None = None) -> Scenario:
 
 def load(spec: str, overrides: Mapping[str, Any] | None = None) -> Scenario:
     """PRESET_OR_JSON, as the CLI takes it."""
-    if spec.endswith(".json") or os.path.sep in spec:
-        return from_file(spec, overrides)
-    return from_preset(spec, overrides)
+    sc = from_file(spec, overrides) if spec.endswith(".json") or os.path.sep in spec else from_preset(spec, overrides)
+    said = unread(sc, overrides or ())
+    return replace(sc, warnings=(*said, *sc.warnings)) if said else sc
+
+
+def unread(sc: Scenario, names) -> list[str]:
+    """What is said of the named settings that `sc` never reads (`--set tv_dataset=SVHN` on the photos)."""
+    return [f"{name}={value_text(sc[name])} changes nothing: {why}" for name in names
+            if (why := catalog.without_effect(sc, name))]

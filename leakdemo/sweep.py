@@ -29,7 +29,7 @@ from . import catalog, privacy
 from .data import check_source
 from .errors import LeakdemoError, ParamError
 from .milestones import RECOGNISABLE_DB
-from .scenario import Scenario, did_you_mean, likeliest, resolve
+from .scenario import Scenario, did_you_mean, likeliest, resolve, unread
 from .words import value_text
 
 MAX_POINTS = 64
@@ -262,6 +262,12 @@ class Sweep:
             raise ParamError("images", f"give 1 to 16 images, got {len(images)}")
         if images is not None and any(a.name == "images" for a in axes):  # _resolve would put --images over the axis
             raise ParamError("images", "either vary images or give --images (every point runs each), not both")
+        for axis in axes:  # `--vary tv_dataset=SVHN,CIFAR100` on the photos ran every point alike, minutes each
+            other = next((a for a in axes if a is not axis), None)
+            unread = [catalog.without_effect({**base.params, **({other.name: v} if other else {})}, axis.name)
+                      for v in (other.values if other else (None,))]
+            if all(unread):
+                raise ParamError(axis.name, f"every point of the sweep would run alike: {unread[0]}")
         if workers is not None and not 1 <= workers <= 64:
             raise ParamError("workers", f"must be an integer in [1, 64], got {workers}")
         if batch is not None and not 1 <= batch <= MAX_BATCH:
@@ -286,9 +292,11 @@ class Sweep:
     def _check_something_runs(self) -> None:
         """A point whose setting is refused is a row of the sweep (the others go on), but a sweep whose every
         run is refused — an unknown image, a batch too large for the data at every strength — is a bad input:
-        said at once, like a bad run, not as a table of failures. Stops at the first run that would start."""
+        said at once, like a bad run, not as a table of failures. Stops at the first run that would start. The
+        undefended point does not count: it is the yardstick, not the sweep (`--vary data=folder,digits` with no
+        folder and a photo's name ran the baseline for a minute, then showed every swept point failed)."""
         first = None
-        for point in self.points:
+        for point in (p for p in self.points if not p.undefended):
             for seed in self.seeds:
                 for image in self.images:
                     try:
@@ -298,6 +306,12 @@ class Sweep:
                         first = first or e
         if first is not None:
             raise first
+
+    def unread(self, names) -> list[str]:
+        """What is said of the named settings (the command line's --set) that no point of the sweep reads; an
+        axis that no point reads is refused instead."""
+        read = {k for k in names for p in self.points if not catalog.without_effect({**self.base.params, **p.values}, k)}
+        return unread(self.base, [k for k in names if k not in read])
 
     def stop(self) -> None:
         self._stop.set()

@@ -206,6 +206,27 @@ def test_more_named_images_than_the_batch_holds_run_the_first_ones():
     assert not any(w.startswith("images:") for w in from_preset("invgrad-batch").warnings)  # the batch holds them all
 
 
+def test_a_parameter_set_where_the_scenario_does_not_read_it_is_said(tmp_path):
+    """`run dlg --set tv_dataset=SVHN` ran the photos as before without a word, as `--set model_depth=3` on the
+    LeNet did: the command line's setting is said to change nothing, and why. Where it is read, nothing is said;
+    a scenario file, which holds every value, is not told about the ones it did not set."""
+    from leakdemo.data import check_source
+    from leakdemo.scenario import load
+    s = load("dlg", {"tv_dataset": "SVHN", "model_depth": 3, "iterations": 5})
+    assert s.warnings[:2] == (
+        "tv_dataset=SVHN changes nothing: it is read only when data=torchvision (here data=samples)",
+        "model_depth=3 changes nothing: it is read only when model=resnet or model=mlp (here model=lenet)")
+    assert not any("changes nothing" in w for w in load("dlg", {"model": "mlp", "model_depth": 3}).warnings)
+    path = tmp_path / "s.json"
+    path.write_text(load("dlg", {"model": "mlp"}).to_json())
+    assert not any("changes nothing" in w for w in load(str(path), {"seed": 2}).warnings)
+    # a torchvision source is refused before a run starts when it has no folder to read (a sweep's point, the Lab)
+    with pytest.raises(ParamError, match="^data_root: set data_root=PATH"):
+        check_source(dict(from_preset("dlg", {"data": "torchvision"}).params))
+    with pytest.raises(ParamError, match="^data_root: '/no/such' is not a readable folder$"):
+        check_source(dict(from_preset("dlg", {"data": "torchvision", "data_root": "/no/such"}).params))
+
+
 def test_the_lenet_gradients_count_is_the_models_own():
     from leakdemo.models import LeNet
     from leakdemo.settings import lenet_equations

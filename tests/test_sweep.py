@@ -246,18 +246,25 @@ def test_a_failing_point_is_a_row_and_the_sweep_goes_on():
     assert sweep.points[1].runs[0]["error"] == "batch_size: must be at most 23 for data=samples, got 30"
 
 
-@pytest.mark.parametrize("axis,images,message", [
-    ("batch_size=30,40", None, "batch_size: must be at most 23 for data=samples, got 30"),
-    ("lr=0.5,1", ["nope"], "images: unknown samples item 'nope'"),
+@pytest.mark.parametrize("axis,images,sets,message", [
+    ("batch_size=30,40", None, {}, "batch_size: must be at most 23 for data=samples, got 30"),
+    ("lr=0.5,1", ["nope"], {}, "images: unknown samples item 'nope'"),
+    # the undefended yardstick would run, every swept point not: it ran the yardstick a minute, then listed failures
+    ("data=folder,torchvision", None, {"defense": "dp-gaussian"}, "folder: set folder=PATH"),
+    ("data=torchvision,folder", None, {"defense": "dp-gaussian"}, "data_root: set data_root=PATH"),
+    # a parameter the scenario never reads: every point ran alike
+    ("tv_dataset=SVHN,CIFAR100", None, {}, "tv_dataset: every point of the sweep would run alike: it is read only "
+                                           "when data=torchvision (here data=samples)"),
 ])
-def test_a_sweep_whose_every_run_is_refused_is_a_bad_input(axis, images, message):
+def test_a_sweep_whose_every_run_is_refused_is_a_bad_input(axis, images, sets, message):
     """Not a table of failed points after the sweep 'ran': one line at once, as for a bad run."""
-    base = from_preset("dlg")
+    base = from_preset("dlg", sets)
     with pytest.raises(LeakdemoError) as e:
         Sweep(base, [parse_axis(axis, base)], images=images)
     assert str(e.value).startswith(message)
     r = subprocess.run([sys.executable, "-m", "leakdemo", "sweep", "dlg", "--vary", axis]
-                       + (["--images", ",".join(images)] if images else []),
+                       + (["--images", ",".join(images)] if images else [])
+                       + [a for k, v in sets.items() for a in ("--set", f"{k}={v}")],
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.startswith("error: " + message) and r.stdout == ""
 
@@ -481,3 +488,16 @@ def test_a_sweep_says_how_many_numbers_per_unknown_each_point_sends_where_dlg_ru
     assert equations_line("dp_sigma", [0.001, 0.01], base) is None  # the count does not move
     assert equations_line("batch_size", [1, 2], {**base, "image_size": 16}) is None  # 10.97 and 5.68: plenty
     assert equations_line("batch_size", [1, 8], dict(from_preset("invgrad").params)) is None  # not the LeNet
+
+
+def test_a_parameter_swept_where_another_axis_makes_it_read_is_taken():
+    """model_depth is read by the MLP only: beside `--vary model=lenet,mlp` its points differ, so it is swept."""
+    base = from_preset("dlg")
+    axes = [parse_axis("model_depth=1,2", base), parse_axis("model=lenet,mlp", base)]
+    assert len(Sweep(base, axes, workers=1).points) == 4
+    with pytest.raises(ParamError, match="^model_depth: every point of the sweep would run alike: it is read only "
+                                         r"when model=resnet or model=mlp \(here model=lenet\)$"):
+        Sweep(base, axes[:1], workers=1)
+    # a --set that no point reads is said before the sweep runs, one that some point reads is not
+    said = Sweep(from_preset("dlg", {"folder": "/tmp", "model_depth": 3}), axes[1:], workers=1).unread(["folder", "model_depth"])
+    assert said == ["folder=/tmp changes nothing: it is read only when data=folder (here data=samples)"]
