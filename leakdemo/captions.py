@@ -74,7 +74,8 @@ def labelled_row(images: list[np.ndarray], captions: list[str], name: str = "", 
     from PIL import Image, ImageDraw
 
     from .artifacts import GAP, upscale
-    tiles = [upscale(im, cell) for im in images]
+    # grey pictures (digits, faces: PLI's sweeps) as RGB: PIL takes no (H, W, 1) array, and strip.png crashed
+    tiles = [np.repeat(t, 3 // t.shape[2], axis=2) for t in (upscale(im, cell) for im in images)]
     side = tiles[0].shape[0]
     font, line_px = _font(CAPTION_PX - 1), round((CAPTION_PX - 1) * 1.35)
     split = [wrapped(caption.split(" · "), side, font) for caption in captions]

@@ -341,6 +341,11 @@ def test_strip_png_is_the_page_s_strip_with_its_captions():
     assert png.width >= 4 * 96 and png.height > 2 * (96 + 2 * 16)  # two labelled rows over the caption band
     assert strip_png(rows[:1], ["dp_sigma"], "t", base) is not None  # the undefended point alone still shows
     assert strip_series([{**r, "thumbnail": None} for r in rows], ["dp_sigma"], base) == []
+    # grey pictures — PLI's faces and digits — as grey, not a crash after the sweep ran (`sweep pli --out`)
+    grey = [{**r, "thumbnail": r["thumbnail"][..., :1], "originals": originals[..., :1]} for r in rows]
+    png = Image.open(io.BytesIO(strip_png(grey, ["dp_sigma"], "t", base))).convert("RGB")
+    tile = np.asarray(png)[20:60, 20:60].astype(int)  # inside the first picture: its channels agree
+    assert (tile[..., 0] == tile[..., 1]).all() and (tile[..., 1] == tile[..., 2]).all() and tile.std() > 10
 
 
 def _children(pid: int) -> list[int]:
