@@ -312,6 +312,10 @@ class RunStore:
         originals = _strip_images(by_kind["originals"][0][1], n_orig)
         started = Started(**{**st, "originals": originals})
         metrics = dict(fin["metrics"])
+        scenario = json.loads(row[4])
+        if "privacy_note" in metrics:  # a function of the scenario, not a measurement: said as today's code says it
+            from .privacy import guarantee  # (the showcases' said "Fake gradients is not a …" in an older wording)
+            metrics["privacy_note"] = guarantee(scenario.get("params", scenario))["note"]
         if metrics.get("matching") and "matching" in by_kind:
             views = [_strip_images(png, _views_count(png, originals)) for _, png in by_kind["matching"]]
             metrics["matching"] = {**metrics["matching"], "views": views}
@@ -319,7 +323,7 @@ class RunStore:
         finished = Finished(fin["status"], metrics, _strip_images(by_kind["final"][0][1], n), fin["seconds"],
                             fin["iterations"], json.loads(row[7]), baseline)
         keyframes = [(it, _strip_images(png, n)) for it, png in by_kind.get("keyframe", [])]
-        return StoredRun(int(row[0]), row[1], row[2], row[3], json.loads(row[4]), started, finished, keyframes)
+        return StoredRun(int(row[0]), row[1], row[2], row[3], scenario, started, finished, keyframes)
 
     def runs(self, limit: int = 50, milestones: bool = False) -> list[dict]:
         """The newest runs, one summary dict each (what `runs list` prints); `changes`: what each changed from

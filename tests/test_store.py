@@ -281,3 +281,16 @@ def test_the_code_version_ignores_the_dashboard(tmp_path, monkeypatch):
     (copy / "runner.py").write_text((copy / "runner.py").read_text() + "\n# edited\n", encoding="utf-8")
     assert version() != before
     store_module.code_version.cache_clear()
+
+
+def test_a_recorded_runs_privacy_note_is_said_as_today_s_code_says_it(tmp_path):
+    """Whether a defense gives a formal guarantee follows from the scenario alone, so a recorded run is told it
+    in today's words: the shipped CAFE-against-fake-gradients showcase exported "Fake gradients is not a
+    differentially private mechanism", where a run made now says "this defense (fake gradients) is not …"."""
+    from leakdemo import privacy
+    from leakdemo.gallery import open_gallery
+    gallery = open_gallery()
+    run_id = next(r["id"] for r in gallery.runs(limit=1000) if r["source"] == "gallery" and r["defense"] == "fake-gradients")
+    stored = gallery.load(run_id, keyframes=False)
+    assert stored.finished.metrics["privacy_note"] == privacy.guarantee(stored.scenario["params"])["note"] == (
+        "no formal guarantee: this defense (fake gradients) is not a differentially private mechanism")
