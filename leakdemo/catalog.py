@@ -779,19 +779,27 @@ def components(protocol: str, attack: str, defense: str) -> tuple[Component, Com
 
 
 # parameters read only under another's value: `run dlg --set tv_dataset=SVHN` ran the photos as before without a
-# word, and a sweep over it ran every point alike (the Lab shows these widgets only where they are read)
-READ_ONLY_WHEN = {"tv_dataset": ("data", ("torchvision",)), "data_root": ("data", ("torchvision",)),
-                  "folder": ("data", ("folder",)), "model_depth": ("model", ("resnet", "mlp"))}
+# word, and a sweep over it ran every point alike (the Lab shows the data and model widgets only where they are
+# read). name: (the parameter it depends on, whether that value reads it, the condition in words)
+_SEVERAL_EPOCHS = ("epochs", lambda v: v > 1, "epochs > 1, where AGIC pairs the rounds of several observed epochs")
+READ_ONLY_WHEN = {
+    "tv_dataset": ("data", lambda v: v == "torchvision", "data=torchvision"),
+    "data_root": ("data", lambda v: v == "torchvision", "data=torchvision"),
+    "folder": ("data", lambda v: v == "folder", "data=folder"),
+    "model_depth": ("model", lambda v: v in ("resnet", "mlp"), "model=resnet or model=mlp"),
+    "pre_iterations": _SEVERAL_EPOCHS, "epoch_weight": _SEVERAL_EPOCHS, "match_labels": _SEVERAL_EPOCHS,
+}
 
 
 def without_effect(p, name: str) -> str | None:
     """Why parameter `name` changes nothing in scenario `p`, or None where it is read."""
     if name not in READ_ONLY_WHEN:
         return None
-    on, values = READ_ONLY_WHEN[name]
-    if p.get(on) in values:
+    on, reads, words = READ_ONLY_WHEN[name]
+    value = p.get(on)
+    if value is None or reads(value):
         return None
-    return f"it is read only when {' or '.join(f'{on}={v}' for v in values)} (here {on}={p.get(on)})"
+    return f"it is read only when {words} (here {on}={value})"
 
 
 def step_noun(p: dict) -> str:

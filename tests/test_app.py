@@ -267,6 +267,20 @@ def test_vertical_fl_offers_cafe_and_checks_the_tiles_in_the_sidebar():
     assert widget(at, "Fake σ").value == 1.05
 
 
+def test_a_setting_the_scenario_does_not_read_is_greyed_and_says_why():
+    """AGIC's pre-reconstruction runs only over several observed epochs, and the model depth is read by the ResNet
+    and the MLP alone: the sidebar offered both on one epoch of a ConvNet, and moving them changed nothing."""
+    at = lab(preset="agic")
+    pre, depth = widget(at, "Pre iterations"), widget(at, "Model depth")
+    assert pre.disabled and "**Changes nothing now:** it is read only when epochs > 1" in pre.help
+    assert depth.disabled and "read only when model=resnet or model=mlp (here model=convnet)" in depth.help
+    assert not widget(at, "Iterations").disabled and "Changes nothing" not in widget(at, "Iterations").help
+    widget(at, "Epochs").set_value(2).run()  # read from the widgets of this rerun, not the last scenario's
+    widget(at, "Model").set_value("resnet").run()
+    assert not at.exception, at.exception
+    assert not widget(at, "Pre iterations").disabled and not widget(at, "Model depth").disabled
+
+
 def test_a_batch_larger_than_the_source_is_refused_before_run():
     at = lab(preset="dlg")
     widget(at, "Batch size").set_value(30).run()  # 30 > the 23 photos scikit-image ships

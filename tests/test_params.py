@@ -217,6 +217,10 @@ def test_a_parameter_set_where_the_scenario_does_not_read_it_is_said(tmp_path):
         "tv_dataset=SVHN changes nothing: it is read only when data=torchvision (here data=samples)",
         "model_depth=3 changes nothing: it is read only when model=resnet or model=mlp (here model=lenet)")
     assert not any("changes nothing" in w for w in load("dlg", {"model": "mlp", "model_depth": 3}).warnings)
+    assert load("agic", {"pre_iterations": 50}).warnings[0] == (
+        "pre_iterations=50 changes nothing: it is read only when epochs > 1, where AGIC pairs the rounds of several "
+        "observed epochs (here epochs=1)")
+    assert not any("changes nothing" in w for w in load("agic-multiround", {"pre_iterations": 50}).warnings)
     path = tmp_path / "s.json"
     path.write_text(load("dlg", {"model": "mlp"}).to_json())
     assert not any("changes nothing" in w for w in load(str(path), {"seed": 2}).warnings)

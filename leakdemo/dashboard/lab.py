@@ -154,20 +154,22 @@ def _help(p) -> str:
     return p.help + (f"\n\nPaper: {p.paper}" if p.paper else "") + f"\n\nParameter `{p.name}`, {p.allowed()}."
 
 
-def param_widget(p, where=st) -> None:
-    key = f"w_{p.name}"
+def param_widget(p, where=st, unread: str | None = None) -> None:
+    """unread: why the scenario does not read the parameter now (catalog.without_effect): greyed out, and its
+    help says why — model_depth on the LeNet, AGIC's pre-reconstruction with one observed epoch."""
+    kw = dict(key=f"w_{p.name}", help=_help(p) + (f"\n\n**Changes nothing now:** {unread}." if unread else ""),
+              disabled=bool(unread))
     if p.kind == "choice":
-        where.selectbox(p.title, p.choices, key=key, help=_help(p), format_func=p.show)
+        where.selectbox(p.title, p.choices, format_func=p.show, **kw)
     elif p.kind == "int":
-        where.number_input(p.title, min_value=int(p.low), max_value=int(p.high), step=1, key=key, help=_help(p))
+        where.number_input(p.title, min_value=int(p.low), max_value=int(p.high), step=1, **kw)
     elif p.kind == "float":
         step = 0.01 if (p.high or 1) <= 1 else 0.1
-        where.number_input(p.title, min_value=float(p.low), max_value=float(p.high), step=step, format="%g",
-                           key=key, help=_help(p))
+        where.number_input(p.title, min_value=float(p.low), max_value=float(p.high), step=step, format="%g", **kw)
     elif p.kind == "bool":
-        where.toggle(p.title, key=key, help=_help(p))
+        where.toggle(p.title, **kw)
     else:
-        where.text_input(p.title, key=key, help=_help(p), max_chars=2000)
+        where.text_input(p.title, max_chars=2000, **kw)
 
 
 def _showcase_picker() -> None:
@@ -200,12 +202,16 @@ def sidebar() -> tuple:
                  args=("defense",), format_func=lambda n: catalog.DEFENSES[n].title,
                  help="What the client does to its payload before sending it.")
     groups = state.visible_params(s)
+    now = {**s.params, **{k[2:]: v for k, v in st.session_state.items() if k.startswith("w_")}}  # this rerun's
+
+    def unread(p) -> str | None:
+        return catalog.without_effect(now, p.name)
     if groups.get("defense"):
         for p in groups["defense"]:
             param_widget(p, sb)
     sb.markdown("**Attack settings**")
     for p in groups.get("attack", []):
-        param_widget(p, sb)
+        param_widget(p, sb, unread(p))
 
     sb.markdown("**Private data**")
     param_widget(catalog.PROTOCOLS[s["protocol"]].param("data"), sb)
@@ -225,7 +231,7 @@ def sidebar() -> tuple:
         param_widget(p, sb)
     with sb.expander("Model and image size"):
         for p in groups.get("model", []) + [q for q in groups.get("data", []) if q.name == "image_size"]:
-            param_widget(p, st)
+            param_widget(p, st, unread(p))
     with sb.expander("Run: seed and device"):
         for p in groups.get("run", []):
             param_widget(p, st)
