@@ -315,7 +315,10 @@ class RunStore:
         scenario = json.loads(row[4])
         if "privacy_note" in metrics:  # a function of the scenario, not a measurement: said as today's code says it
             from .privacy import guarantee  # (the showcases' said "Fake gradients is not a …" in an older wording)
-            metrics["privacy_note"] = guarantee(scenario.get("params", scenario))["note"]
+            try:
+                metrics["privacy_note"] = guarantee(scenario.get("params", scenario))["note"]
+            except (KeyError, TypeError, ValueError):  # a scenario recorded before a setting it needs existed
+                pass  # keeps the note it was recorded with
         if metrics.get("matching") and "matching" in by_kind:
             views = [_strip_images(png, _views_count(png, originals)) for _, png in by_kind["matching"]]
             metrics["matching"] = {**metrics["matching"], "views": views}

@@ -264,10 +264,10 @@ class Sweep:
             raise ParamError("images", "either vary images or give --images (every point runs each), not both")
         for axis in axes:  # `--vary tv_dataset=SVHN,CIFAR100` on the photos ran every point alike, minutes each
             other = next((a for a in axes if a is not axis), None)
-            unread = [catalog.without_effect({**base.params, **({other.name: v} if other else {})}, axis.name)
-                      for v in (other.values if other else (None,))]
-            if all(unread):
-                raise ParamError(axis.name, f"every point of the sweep would run alike: {unread[0]}")
+            why = [catalog.without_effect({**base.params, **({other.name: v} if other else {})}, axis.name)
+                   for v in (other.values if other else (None,))]
+            if all(why):
+                raise ParamError(axis.name, f"every point of the sweep would run alike: {why[0]}")
         if workers is not None and not 1 <= workers <= 64:
             raise ParamError("workers", f"must be an integer in [1, 64], got {workers}")
         if batch is not None and not 1 <= batch <= MAX_BATCH:

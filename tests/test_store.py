@@ -294,3 +294,13 @@ def test_a_recorded_runs_privacy_note_is_said_as_today_s_code_says_it(tmp_path):
     stored = gallery.load(run_id, keyframes=False)
     assert stored.finished.metrics["privacy_note"] == privacy.guarantee(stored.scenario["params"])["note"] == (
         "no formal guarantee: this defense (fake gradients) is not a differentially private mechanism")
+
+    # a scenario recorded before a setting the guarantee reads existed keeps the note it was recorded with
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    run, events = _run(store, defense="dp-gaussian", dp_sigma=0.1, dp_clip=0.0)
+    with sqlite3.connect(store.path) as conn:
+        (text,) = conn.execute("SELECT scenario FROM runs WHERE id = ?", (run.stored_id,)).fetchone()
+        old = json.loads(text)
+        del old["params"]["dp_clip"]
+        conn.execute("UPDATE runs SET scenario = ? WHERE id = ?", (json.dumps(old), run.stored_id))
+    assert store.load(run.stored_id).finished.metrics["privacy_note"] == events[-1].metrics["privacy_note"]
