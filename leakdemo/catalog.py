@@ -788,6 +788,8 @@ READ_ONLY_WHEN = {
     "folder": ("data", lambda v: v == "folder", "data=folder"),
     "model_depth": ("model", lambda v: v in ("resnet", "mlp"), "model=resnet or model=mlp"),
     "pre_iterations": _SEVERAL_EPOCHS, "epoch_weight": _SEVERAL_EPOCHS, "match_labels": _SEVERAL_EPOCHS,
+    "shuffle": ("epochs", lambda v: v > 1, "epochs > 1, as it reshuffles the data between epochs"),
+    "lr_step1": ("solver", lambda v: v == "sgd", "solver=sgd, as least squares solves Step I exactly"),
 }
 
 

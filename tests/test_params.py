@@ -221,6 +221,10 @@ def test_a_parameter_set_where_the_scenario_does_not_read_it_is_said(tmp_path):
         "pre_iterations=50 changes nothing: it is read only when epochs > 1, where AGIC pairs the rounds of several "
         "observed epochs (here epochs=1)")
     assert not any("changes nothing" in w for w in load("agic-multiround", {"pre_iterations": 50}).warnings)
+    assert load("cafe", {"lr_step1": 0.5}).warnings[0].endswith(
+        "it is read only when solver=sgd, as least squares solves Step I exactly (here solver=least-squares)")
+    assert not any("changes nothing" in w for w in load("cafe", {"lr_step1": 0.5, "solver": "sgd"}).warnings)
+    assert load("dlm", {"shuffle": False}).warnings[0].startswith("shuffle=False changes nothing")
     path = tmp_path / "s.json"
     path.write_text(load("dlg", {"model": "mlp"}).to_json())
     assert not any("changes nothing" in w for w in load(str(path), {"seed": 2}).warnings)

@@ -228,7 +228,7 @@ def sidebar() -> tuple:
         st.session_state["images_source"] = source
         uploads, preview = _data_widgets(sb, source)
     for p in groups.get("protocol", []):
-        param_widget(p, sb)
+        param_widget(p, sb, unread(p))
     with sb.expander("Model and image size"):
         for p in groups.get("model", []) + [q for q in groups.get("data", []) if q.name == "image_size"]:
             param_widget(p, st, unread(p))
