@@ -145,11 +145,27 @@ def test_a_link_to_a_switched_protocol_brings_the_same_scenario_back():
     # the Lab keeps the preset's name when the protocol changes, so its link names dlg with DLM on FedAvg,
     # PLI on FedMD...; each value alone does not fit the preset's protocol, together they do
     for protocol in ("fedavg", "vfl", "fedmd", "ds-fl", "fedgems"):
-        s = state.switch(from_preset("dlg", {"seed": 3}), "protocol", protocol)
+        s, notes = state.switch(from_preset("dlg", {"seed": 3}), "protocol", protocol)
+        assert notes == []
         again, ignored = state.from_query(state.to_query(s))
         assert ignored == [] and again.params == s.params, protocol
     again, ignored = state.from_query({**state.to_query(s), "rounds": "0"})  # one bad value: only it is dropped
     assert again["protocol"] == "fedgems" and again["rounds"] == s["rounds"] and ignored[0].startswith("rounds:")
+
+
+def test_a_switch_to_a_protocol_that_refuses_a_kept_value_takes_its_default_and_says_so():
+    """8-px images on FedSGD, then FedGEMS (16 px at least): the list said FedGEMS, the attack stayed DLG, and
+    two errors stood beside Run ("image_size: must be 16, 32 or 64 on FedGEMS", "attack: dlg does not apply to
+    protocol fedgems"). The switch now finishes, with the image size back at FedGEMS's default."""
+    at = lab(preset="dlg")
+    widget(at, "Image size (px)").set_value(8).run()
+    widget(at, "Protocol").set_value("fedgems").run()
+    assert not at.exception, at.exception
+    assert (widget(at, "Attack").value, widget(at, "Image size (px)").value) == ("pli", 32)
+    assert not at.error and not at.button[0].disabled
+    note = " ".join(i.value for i in at.info)
+    assert note.startswith("Switched protocol to fedgems. image_size is back at its default, 32 — 8 is refused "
+                           "there: must be 16, 32 or 64 on FedGEMS"), note
 
 
 def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_does():
@@ -157,7 +173,7 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
     for protocol, attack, name in (("fedavg", "dlm", "iterations"), ("fedmd", "pli", "rounds"), ("ds-fl", "pli", "rounds")):
         s, ignored = state.from_query({"preset": "dlg", "protocol": protocol, name: "3"})
         assert ignored == [] and (s["protocol"], s["attack"], s[name]) == (protocol, attack, 3)
-        switched = state.switch(from_preset("dlg"), "protocol", protocol)  # the link's value on top of it
+        switched, _ = state.switch(from_preset("dlg"), "protocol", protocol)  # the link's value on top of it
         assert s.params == {**switched.params, name: 3}
     s, ignored = state.from_query({"preset": "dlg", "protocol": "fedavg", "attack": "dlg"})  # named: still said
     assert s["protocol"] == "fedsgd" and ignored[0].startswith("attack: dlg does not apply to protocol fedavg")
@@ -165,7 +181,7 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
     assert widget(at, "Attack").value == "pli" and not at.warning
     # and so the Lab's own link for a switched protocol stays that short, not the twenty values it brings
     assert dict(at.query_params) == {"preset": "dlg", "protocol": "fedmd"}
-    tbi = state.switch(state.switch(from_preset("dlg"), "protocol", "ds-fl"), "attack", "tbi")
+    tbi = state.switch(state.switch(from_preset("dlg"), "protocol", "ds-fl")[0], "attack", "tbi")[0]
     assert state.to_query(tbi) == {"preset": "dlg", "protocol": "ds-fl", "attack": "tbi", "data": "faces",
                                    "num_classes": "40"}  # named attack: the preset's data would apply again
 
@@ -309,9 +325,10 @@ def test_a_round_of_clients_takes_one_photo_per_client_and_says_so():
     assert any(e.value == "clients × batch_size: must be at most 23 for data=samples, got 30" for e in at.error)
     assert at.button[0].disabled
     widget(at, "Clients in the round").set_value(2).run()
-    widget(at, "Attack").set_value("invgrad").run()  # Inverting Gradients takes one client's gradient
-    assert any(e.value.startswith("clients: only DLG and iDLG attack every client") for e in at.error)
-    assert at.button[0].disabled
+    widget(at, "Attack").set_value("invgrad").run()  # Inverting Gradients takes one client's gradient: back to 1
+    assert widget(at, "Clients in the round").value == 1 and not at.error and not at.button[0].disabled
+    assert any(i.value.startswith("Switched attack to invgrad. clients is back at its default, 1 — 2 is refused "
+                                  "there: only DLG and iDLG attack every client") for i in at.info)
 
 
 def test_link_values_that_only_fit_together_are_all_accepted():

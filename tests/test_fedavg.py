@@ -86,9 +86,9 @@ def test_too_much_local_data_is_rejected_before_any_work():
 
 
 def test_switching_protocol_picks_an_attack_that_applies():
-    s = state.switch(from_preset("dlg"), "protocol", "fedavg")
+    s, _ = state.switch(from_preset("dlg"), "protocol", "fedavg")
     assert s["protocol"] == "fedavg" and s["attack"] in catalog.attacks_for("fedavg")
-    back = state.switch(s, "protocol", "fedsgd")
+    back, _ = state.switch(s, "protocol", "fedsgd")
     assert back["attack"] in catalog.attacks_for("fedsgd")
     assert resolve({"protocol": "fedavg", "attack": "dlm"})["k_init"] == 1.0
 

@@ -130,7 +130,10 @@ def _on_preset() -> None:
 def _on_choice(name: str) -> None:
     s = st.session_state["scenario"]
     try:
-        _push_to_widgets(state.switch(s, name, st.session_state[f"w_{name}"]))
+        new, notes = state.switch(s, name, st.session_state[f"w_{name}"])
+        _push_to_widgets(new)
+        if notes:
+            st.session_state["loaded_note"] = f"Switched {name} to {new[name]}. " + " ".join(f"{n}." for n in notes)
     except LeakdemoError as e:
         st.session_state["choice_error"] = str(e)
 

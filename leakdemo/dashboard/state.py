@@ -6,6 +6,7 @@ from typing import Mapping
 from .. import catalog
 from ..errors import LeakdemoError, ParamError
 from ..scenario import Scenario, load_preset, presets, resolve
+from ..words import value_text
 
 DEFAULT_PRESET = "dlg"
 
@@ -37,7 +38,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
     if "attack" not in query and proto in catalog.PROTOCOLS and start["attack"] not in catalog.attacks_for(proto):
         # a hand-typed link that names only a protocol the preset's attack cannot attack (`?protocol=fedmd` on
         # `dlg`): the sidebar's switch, with that protocol's own attack and defaults, rather than ignore it
-        base = switch(start, "protocol", proto).params
+        base = switch(start, "protocol", proto)[0].params
     accepted = {}
     # choices first, so that each parameter is checked against the right components
     keys = sorted((k for k in query if k != "preset"), key=lambda k: k not in ("protocol", "attack", "defense"))
@@ -110,12 +111,15 @@ def to_query(s: Scenario) -> dict[str, str]:
     return dict(_SHORTEST[key])
 
 
-def switch(current: Scenario, name: str, value) -> Scenario:
-    """A protocol/attack/defense change: the new component starts from its own defaults.
+def switch(current: Scenario, name: str, value) -> tuple[Scenario, list[str]]:
+    """A protocol/attack/defense change: the new component starts from its own defaults; and a note for each
+    value kept that the new component refuses, which goes back to its default instead.
 
     A new protocol brings its own attack (the first one made for it: DLM on FedAvg, CAFE on vertical FL),
     keeps the defense when it applies, and takes its own defaults wherever they differ from the old
-    protocol's (vertical FL's digits, 16 px and batches of 40 replace FedSGD's photo, 32 px and batch 1)."""
+    protocol's (vertical FL's digits, 16 px and batches of 40 replace FedSGD's photo, 32 px and batch 1). A value
+    both take but only the old one allows — 8-px images, switching to FedGEMS — left the switch half done: the
+    protocol list said FedGEMS, the attack stayed DLG, and two errors stood beside Run."""
     change = {name: value}
     base = dict(current.params)
     if name == "protocol" and value != current["protocol"]:
@@ -131,7 +135,17 @@ def switch(current: Scenario, name: str, value) -> Scenario:
                 base.pop(p.name, None)
         if base.get("data") != current["data"] or "data" not in base:
             base.pop("images", None)
-    return resolve(base, change, preset=current.preset)
+    notes = []
+    while True:
+        try:
+            new = resolve(base, change, preset=current.preset)
+            break
+        except ParamError as e:  # one kept value the new component refuses: its default instead, said
+            if e.name not in base or e.name in change or e.name in ("protocol", "attack", "defense"):
+                raise
+            notes.append((e.name, base.pop(e.name), str(e).removeprefix(f"{e.name}: ")))
+    return new, [f"{key} is back at its default, {value_text(new[key])} — {value_text(old)} is refused there: {why}"
+                 for key, old, why in notes]
 
 
 def visible_params(s: Scenario) -> dict[str, list]:
