@@ -158,11 +158,11 @@ def likeliest(name: str, own: list[str]) -> list[str]:
     return [meant] if meant else alike(name, others, cutoff=0.75)
 
 
-def did_you_mean(name: str, own: list[str]) -> str:
+def did_you_mean(name: str, own: list[str], meant: list[str] | None = None) -> str:
     """' (did you mean iterations?)', or '' when nothing is alike; a name of another component's is said as
-    whose: ' (did you mean dp_sigma (of dp-gaussian, dp-laplace)?)'."""
+    whose: ' (did you mean dp_sigma (of dp-gaussian, dp-laplace)?)'. `meant`: likeliest(name, own), if known."""
     said = [k if k in own or not catalog.owners(k) else f"{k} (of {', '.join(catalog.owners(k))})"
-            for k in likeliest(name, own)]
+            for k in (likeliest(name, own) if meant is None else meant)]
     return hint(said)
 
 

@@ -78,7 +78,7 @@ def parse_axis(text: str, base: Scenario) -> Axis:
         hint = f"; --set defense={defenses[0]} to sweep it" if defenses and len(defenses) == len(whose) else ""
         where = (f" (it belongs to: {', '.join(owners)}{hint})" if owners
                  else f" (did you mean {meant}? it belongs to: {', '.join(whose)}{hint})" if whose
-                 else did_you_mean(name, known))
+                 else did_you_mean(name, known, close))
         raise ParamError(name, f"is not a parameter of protocol={base['protocol']}, attack={base['attack']}, "
                                f"defense={base['defense']}{where}; sweepable: {', '.join(known)}")
     p = specs[name]
@@ -262,12 +262,6 @@ class Sweep:
             raise ParamError("images", f"give 1 to 16 images, got {len(images)}")
         if images is not None and any(a.name == "images" for a in axes):  # _resolve would put --images over the axis
             raise ParamError("images", "either vary images or give --images (every point runs each), not both")
-        for axis in axes:  # `--vary tv_dataset=SVHN,CIFAR100` on the photos ran every point alike, minutes each
-            other = next((a for a in axes if a is not axis), None)
-            why = [catalog.without_effect({**base.params, **({other.name: v} if other else {})}, axis.name)
-                   for v in (other.values if other else (None,))]
-            if all(why):
-                raise ParamError(axis.name, f"every point of the sweep would run alike: {why[0]}")
         if workers is not None and not 1 <= workers <= 64:
             raise ParamError("workers", f"must be an integer in [1, 64], got {workers}")
         if batch is not None and not 1 <= batch <= MAX_BATCH:
@@ -287,6 +281,9 @@ class Sweep:
             n *= len(a.values)
         if n > MAX_POINTS:
             raise LeakdemoError(f"sweep: {n} grid points; at most {MAX_POINTS} (fewer values per --vary)")
+        for axis in axes:  # `--vary tv_dataset=SVHN,CIFAR100` on the photos ran every point alike, minutes each
+            if why := self._read_nowhere(axis.name):
+                raise ParamError(axis.name, f"every point of the sweep would run alike: {why}")
         self._check_something_runs()
 
     def _check_something_runs(self) -> None:
@@ -307,11 +304,16 @@ class Sweep:
         if first is not None:
             raise first
 
+    def _read_nowhere(self, name: str) -> str | None:
+        """Why no swept point reads setting `name` (catalog.without_effect), or None where one does. The undefended
+        point is left out: it is the yardstick, not the sweep."""
+        why = [catalog.without_effect({**self.base.params, **p.values}, name) for p in self.points if not p.undefended]
+        return why[0] if all(why) else None
+
     def unread(self, names) -> list[str]:
         """What is said of the named settings (the command line's --set) that no point of the sweep reads; an
         axis that no point reads is refused instead."""
-        read = {k for k in names for p in self.points if not catalog.without_effect({**self.base.params, **p.values}, k)}
-        return unread(self.base, [k for k in names if k not in read])
+        return unread(self.base, [k for k in names if self._read_nowhere(k)])
 
     def stop(self) -> None:
         self._stop.set()
