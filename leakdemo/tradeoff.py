@@ -238,6 +238,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
         right.text(0.5, 0.5, "no point has both a leakage and a utility figure", ha="center", va="center")
     else:
         front = set(pareto(usable, key))
+        stacked = {}  # labels already at a spot: equal figures (prior=restored,auto) printed theirs over each other
         for i, (name, rs) in enumerate(series):
             color = SERIES_COLORS[i % len(SERIES_COLORS)]
             rs = [r for r in rs if r in usable]
@@ -254,7 +255,10 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
                 tag = value_text(r.get(axes[0])) if axes else r["label"]
                 if isinstance(eps, float) and math.isfinite(eps):
                     tag += f" (ε={three_digits(eps)})"
-                right.annotate(tag, (u, leak), textcoords="offset points", xytext=(6, 4), fontsize=6.5, color=color)
+                spot = (round(u, 4), round(leak, 3))
+                stacked[spot] = below = stacked.get(spot, -1) + 1
+                right.annotate(tag, (u, leak), textcoords="offset points", xytext=(6, 4 - 8 * below), fontsize=6.5,
+                               color=color)
             right.plot([], [], "o", color=color, label=name or "defended")
         if clean is not None and clean in usable:
             right.plot(utility_of(clean)[1], clean[key], "*", markersize=16, color="#c0392b", label="no defense")

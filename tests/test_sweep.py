@@ -506,3 +506,22 @@ def test_a_parameter_swept_where_another_axis_makes_it_read_is_taken():
     # a --set that no point reads is said before the sweep runs, one that some point reads is not
     said = Sweep(from_preset("dlg", {"folder": "/tmp", "model_depth": 3}), axes[1:], workers=1).unread(["folder", "model_depth"])
     assert said == ["folder=/tmp changes nothing: it is read only when data=folder (here data=samples)"]
+
+
+def test_the_cli_chart_stacks_the_labels_of_equal_points(monkeypatch):
+    """`sweep pli-digits --vary prior=restored,auto`: two points with equal figures sit on one spot of the
+    privacy chart; their labels are stacked there, each readable, not printed over each other."""
+    from matplotlib.figure import Figure
+
+    from leakdemo.tradeoff import tradeoff_png
+    drawn = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    rows = [{"index": i, "label": f"p{i}", "undefended": False, "prior": prior, "runs": 1, "psnr": psnr,
+             "psnr_range": None, "test_accuracy": acc}
+            for i, (prior, psnr, acc) in enumerate([("restored", 14.0, 0.5), ("auto", 14.0, 0.5), ("none", 9.0, 0.5)])]
+    tradeoff_png(rows, "prior", ["prior"])
+    spots = {t.get_text(): (t.xy, t.xyann) for t in drawn[0].axes[1].texts}
+    assert set(spots) == {"restored", "auto", "none"}
+    assert spots["restored"][0] == spots["auto"][0] and spots["restored"][1] != spots["auto"][1]
+    assert spots["none"][1] in (spots["restored"][1], spots["auto"][1])  # a point of its own keeps the usual place
