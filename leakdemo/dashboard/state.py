@@ -1,6 +1,7 @@
 """The scenario as the page holds it: query string <-> Scenario <-> widget values (no layout here)."""
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 from .. import catalog
@@ -143,7 +144,9 @@ def switch(current: Scenario, name: str, value) -> tuple[Scenario, list[str]]:
         except ParamError as e:  # one kept value the new component refuses: its default instead, said
             if e.name not in base or e.name in change or e.name in ("protocol", "attack", "defense"):
                 raise
-            notes.append((e.name, base.pop(e.name), str(e).removeprefix(f"{e.name}: ")))
+            old = base.pop(e.name)  # the note says the refused value first: the message's closing "got 8" goes
+            got = rf"[;,]? \(?got (?:{re.escape(e.name)}=)?{re.escape(value_text(old))}\)?$"
+            notes.append((e.name, old, re.sub(got, "", str(e).removeprefix(f"{e.name}: "))))
     return new, [f"{key} is back at its default, {value_text(new[key])} — {value_text(old)} is refused there: {why}"
                  for key, old, why in notes]
 
