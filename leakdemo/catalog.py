@@ -682,10 +682,11 @@ def cost_warnings(p) -> list[str]:
                 "and up to 20 evaluations per step; compiling for them takes a minute or more (Stop waits for it)"]
     c = settings.clients_apart(p)
     if c > MANY_CLIENTS:
-        minutes = c * CLIENT_STEP_S * p.get("iterations", 0) / 60
+        seconds = c * CLIENT_STEP_S * p.get("iterations", 0)  # "5 steps take ~0 min" said nothing
+        took = f"~{seconds / 60:.0f} min" if seconds >= 90 else f"~{seconds:.0f} s"
         return [f"clients={c}: attacking every client at once is built for a GPU. On a CPU each client adds about "
                 f"{CLIENT_STEP_S * 1000:.0f} ms to every step (2 cores, 32 px), so {p.get('iterations', 0)} steps take "
-                f"~{minutes:.0f} min"]
+                f"{took}"]
     return []
 
 

@@ -532,7 +532,7 @@ def cmd_sweep(args) -> int:
     backend = args.backend or ("ray" if args.address else "local")
     sweep = Sweep(base, axes, seeds=seeds, images=image_list, store=open_store(), fresh=args.fresh,
                   backend=backend, workers=args.workers, ray_address=address, batch=args.batch)
-    for w in [] if args.jsonl else sweep.unread(overrides):  # as `run` says them
+    for w in [] if args.jsonl else [*sweep.unread(overrides), *sweep.warnings()]:  # as `run` says them
         print(f"warning: {w}", file=sys.stderr)
     tty = sys.stderr.isatty()
     rows, status, total_s = [], "finished", 0.0

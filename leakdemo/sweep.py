@@ -315,6 +315,29 @@ class Sweep:
         axis that no point reads is refused instead."""
         return unread(self.base, [k for k in names if self._read_nowhere(k)])
 
+    def warnings(self) -> list[str]:
+        """What `run` warns of at the swept points (a cost, a model the attack fails on, too few equations), each
+        once, with the points it holds at unless it holds at all. Too few equations is left to the line under the
+        chart where that draws each point's count (tradeoff.equations_line): a batch-size sweep shows it anyway."""
+        from .tradeoff import equations_line
+        axis = self.axes[0]
+        charted = len(self.axes) == 1 and equations_line(axis.name, axis.values, self.base.params) is not None
+        swept, said = [p for p in self.points if not p.undefended], {}
+        for point in swept:
+            try:
+                sc = self._resolve(point, self.seeds[0], self.images[0])
+            except LeakdemoError:
+                continue  # its row says why
+            left = catalog.too_few_equations(sc.params) if charted else None
+            for w in sc.warnings:
+                if w != left:
+                    said.setdefault(w, []).append(point)
+        out = []
+        for w, at in said.items():
+            where = _where(at, swept)
+            out.append(w if where is None or w.startswith(where + ":") else f"at {where}: {w}")
+        return out
+
     def stop(self) -> None:
         self._stop.set()
 
@@ -455,6 +478,17 @@ class Sweep:
 
 
 # ---------------------------------------------------------------- one run, anywhere
+
+
+def _where(at: list[Point], swept: list[Point]) -> str | None:
+    """The points a warning holds at, said shortly: None for all of them, 'model=resnet' for every point of that
+    value, else each point's label."""
+    if len(at) == len(swept):
+        return None
+    common = {k: v for k, v in at[0].values.items() if all(p.values.get(k) == v for p in at)}
+    if common and sum(all(p.values.get(k) == v for k, v in common.items()) for p in swept) == len(at):
+        return ", ".join(f"{k}={value_text(v)}" for k, v in common.items())
+    return "; ".join(p.label for p in at)
 
 
 def run_unit(unit: Task | Batch, stop_event=None) -> list[dict]:

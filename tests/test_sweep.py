@@ -525,3 +525,20 @@ def test_the_cli_chart_stacks_the_labels_of_equal_points(monkeypatch):
     assert set(spots) == {"restored", "auto", "none"}
     assert spots["restored"][0] == spots["auto"][0] and spots["restored"][1] != spots["auto"][1]
     assert spots["none"][1] in (spots["restored"][1], spots["auto"][1])  # a point of its own keeps the usual place
+
+
+def test_a_sweep_says_what_run_would_warn_of_at_its_points():
+    """`run` warns of a cost, a model the attack fails on, too few equations; `sweep` said none of them, though a
+    point of 20 clients takes minutes on a CPU. Each is said once, with the points it holds at; too few equations
+    is left to the line under a batch-size sweep's chart, which counts every point."""
+    base = from_preset("dlg")
+    said = Sweep(base, [parse_axis("clients=8,20", base), parse_axis("model=lenet,resnet", base)], workers=1).warnings()
+    assert said == ["at model=resnet: DLG's L2 objective rarely converges on ReLU/BatchNorm nets; try invgrad.",
+                    next(w for w in from_preset("dlg", {"clients": 20}).warnings if w.startswith("clients=20: "))]
+    assert [w[:12] for w in Sweep(base, [parse_axis("clients=18,20", base)], workers=1).warnings()] == [
+        "clients=18: ", "clients=20: "]  # each names its point
+    assert not Sweep(base, [parse_axis("batch_size=1,8,16", base)], workers=1).warnings()  # the chart counts them
+    grid = Sweep(base, [parse_axis("batch_size=1,16", base), parse_axis("iterations=100,200", base)], workers=1)
+    assert grid.warnings()[0].startswith("at batch_size=16: Fewer equations than unknowns")  # one chart line per axis: not counted
+    run = cli("sweep", "dlg", "--vary", "model=resnet", "--set", "iterations=1", "--set", "model_width=4")
+    assert "warning: DLG's L2 objective rarely converges" in run.stderr, run.stderr

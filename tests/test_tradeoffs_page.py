@@ -66,7 +66,8 @@ def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     at.text_input(key="t_vary").set_value("batch=1..16:5").run()  # a mistyped knob gets the one meant
     assert any(e.value.endswith("got batch (did you mean batch_size?)") for e in at.error), [e.value for e in at.error]
     at = page(sweep="custom", preset="dlm-plus", defense="none", vary="local_steps=1,2,4")  # a shared link
-    assert not at.exception and not at.error and not at.warning
+    assert not at.exception and not at.error  # the Lab's note on 4 local steps' 4 images, as `run` says it:
+    assert [w.value[:50] for w in at.warning] == ["at local_steps=4: Fewer equations than unknowns (0"]
     assert "**DLM+ against local steps (dlm-plus)** — 3 points × 1 seed = 3 runs" in texts(at)
 
 
@@ -541,3 +542,13 @@ def test_the_sweep_s_clock_and_eta_run_on_between_points():
         job.stop()
         job.thread.join(5)
     assert job.since_latest() == 0.0  # ended: the clock stops
+
+
+def test_the_page_says_what_a_run_would_warn_of_at_the_sweeps_points():
+    """A link's ResNet under DLG: the Lab warns that DLG's objective rarely converges there, and so does the
+    sweep, before minutes of runs that recover nothing; Run stays open (a warning, not an error)."""
+    at = page(sweep="custom", preset="dlg", defense="prune", vary="prune_ratio=0..0.9:3", model="resnet")
+    assert not at.exception and not at.error
+    assert [w.value for w in at.warning] == ["DLG's L2 objective rarely converges on ReLU/BatchNorm nets; try invgrad."]
+    assert not at.button[0].disabled
+    assert not page(sweep="custom", preset="dlg", defense="prune", vary="prune_ratio=0..0.9:3").warning

@@ -624,9 +624,10 @@ def main() -> None:
     query = {k: str(v) for k, v in spec.items()}
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
-    problem = None
+    problem, said = None, []
     try:
         sweep, title, _ = build(spec)
+        said = sweep.warnings()  # what `run` would warn of at its points: a cost, a model the attack fails on
         n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
         undefended = " (the undefended one included)" if any(pt.undefended for pt in sweep.points) else ""
         summary = (f"**{title}** — {n_points} points{undefended} × {plural(len(sweep.seeds), 'seed')} "
@@ -645,6 +646,8 @@ def main() -> None:
         c3.error(problem)
     elif summary:
         c3.markdown(summary)
+    for w in said:
+        st.warning(w, icon=":material/warning:")
     if st.session_state.get("t_error"):
         st.error(st.session_state.pop("t_error"))
     pace = None if job is None or job.done else POLL_SECONDS
