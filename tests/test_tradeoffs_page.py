@@ -115,6 +115,9 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
     ("zzz=1..2:3", "zzz: is not a parameter of this scenario; the defense's: dp_sigma, dp_clip"),
     ("sigma=1e-4..1:3", "sigma: is not a parameter of this scenario (did you mean dp_sigma?); the defense's: "),
     ("dp_sigma=1..1e-4:3", "dp_sigma: the range must go from low to high"),
+    ("seed=1,2", "seed: cannot be swept: every point already runs the sidebar's Seeds per point"),  # not --seeds
+    # a name the page cannot sweep is not offered ("did you mean local_steps (of fedavg)?" on DLG)
+    ("local_epochs=1,2", "local_epochs: is not a parameter of this scenario; the defense's: dp_sigma, dp_clip"),
 ])
 def test_a_bad_range_names_the_parameter_and_disables_run(vary, message):
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")

@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from .. import catalog
 from ..artifacts import upscale
 from ..errors import LeakdemoError, ParamError
-from ..scenario import did_you_mean, load, presets
+from ..scenario import did_you_mean, likeliest, load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import sweeps
@@ -206,14 +206,18 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     name, eq, _ = (t.strip() for t in spec["vary"].partition("="))
     knobs = {p.name: p for p in _sweepable("none", spec["preset"])}
     takes = catalog.params_for(base["protocol"], base["attack"], base["defense"])
+
+    def meant(own: list[str]) -> str:  # only a name this page can sweep is worth offering ("lr_step1 (of cafe)" was)
+        return did_you_mean(name, own, [k for k in likeliest(name, own) if k in own])
+    if name == "seed" and eq:  # parse_axis's reason names the command line's --seeds
+        raise ParamError("seed", "cannot be swept: every point already runs the sidebar's Seeds per point")
     if name and eq and spec["defense"] == "none" and name not in knobs:  # a protocol knob that defends
         raise ParamError("vary", f"without a defense, vary a protocol knob that defends: "
                                  f"{', '.join(knobs) or 'this protocol has none'}; got {name}"
-                                 f"{'' if name in takes else did_you_mean(name, list(knobs))}")
+                                 f"{'' if name in takes else meant(list(knobs))}")
     if name and eq and name not in takes:
         own = [p.name for p in _sweepable(spec["defense"], spec["preset"])]
-        raise ParamError(name, f"is not a parameter of this scenario{did_you_mean(name, own)}; the defense's: "
-                               f"{', '.join(own)}")
+        raise ParamError(name, f"is not a parameter of this scenario{meant(own)}; the defense's: {', '.join(own)}")
     axes = [parse_axis(spec["vary"], base)]
     title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning (idlg)"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
