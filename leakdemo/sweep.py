@@ -317,7 +317,7 @@ class Sweep:
 
     def warnings(self) -> list[str]:
         """What `run` warns of at the swept points (a cost, a model the attack fails on, too few equations), each
-        once, with the points it holds at unless it holds at all. Too few equations is left to the line under the
+        once, with the points it holds at unless it holds at every one. Too few equations is left to the line under the
         chart where that draws each point's count (tradeoff.equations_line): a batch-size sweep shows it anyway."""
         from .tradeoff import equations_line
         axis = self.axes[0]
