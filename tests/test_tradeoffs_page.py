@@ -555,3 +555,8 @@ def test_the_page_says_what_a_run_would_warn_of_at_the_sweeps_points():
     assert [w.value for w in at.warning] == ["DLG's L2 objective rarely converges on ReLU/BatchNorm nets; try invgrad."]
     assert not at.button[0].disabled
     assert not page(sweep="custom", preset="dlg", defense="prune", vary="prune_ratio=0..0.9:3").warning
+    # a link's value that no point reads is said as `sweep --set` says it; one that is read is not
+    at = page(sweep="custom", preset="dlg", defense="prune", vary="prune_ratio=0..0.9:3", tv_dataset="SVHN",
+              iterations="100")
+    assert [w.value for w in at.warning] == ["tv_dataset=SVHN changes nothing: it is read only when data=torchvision "
+                                             "(here data=samples)"]

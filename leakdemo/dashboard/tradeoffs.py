@@ -631,7 +631,9 @@ def main() -> None:
     problem, said = None, []
     try:
         sweep, title, _ = build(spec)
-        said = sweep.warnings()  # what `run` would warn of at its points: a cost, a model the attack fails on
+        # as the command line says them: a link's value no point reads (tv_dataset=SVHN on the photos), and what
+        # `run` would warn of at the points (a cost, a model the attack fails on)
+        said = [*sweep.unread([k for k in spec if k not in SPEC_KEYS]), *sweep.warnings()]
         n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
         undefended = " (the undefended one included)" if any(pt.undefended for pt in sweep.points) else ""
         summary = (f"**{title}** — {n_points} points{undefended} × {plural(len(sweep.seeds), 'seed')} "
