@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import statistics
 import threading
 import time
@@ -317,8 +318,10 @@ class Sweep:
 
     def warnings(self) -> list[str]:
         """What `run` warns of at the swept points (a cost, a model the attack fails on, too few equations), each
-        once, with the points it holds at unless it holds at every one. Too few equations is left to the line under the
-        chart where that draws each point's count (tradeoff.equations_line): a batch-size sweep shows it anyway."""
+        once, with the points it holds at unless it holds at every one; warnings alike but for their figures are
+        said once, the first in full (FedAvg's batch sizes 4, 8 and 16 each had a paragraph on its equations).
+        Too few equations is left to the line under the chart where that counts each point's
+        (tradeoff.equations_line): a FedSGD batch-size sweep shows it anyway."""
         from .tradeoff import equations_line
         axis = self.axes[0]
         charted = len(self.axes) == 1 and equations_line(axis.name, axis.values, self.base.params) is not None
@@ -332,10 +335,15 @@ class Sweep:
             for w in sc.warnings:
                 if w != left:
                     said.setdefault(w, []).append(point)
-        out = []
+        alike: dict[str, list[tuple[str, list[Point]]]] = {}
         for w, at in said.items():
+            alike.setdefault(re.sub(r"\d[\d,.]*", "#", w), []).append((w, at))
+        out = []
+        for (w, at), *more in alike.values():
             where = _where(at, swept)
-            out.append(w if where is None or w.startswith(where + ":") else f"at {where}: {w}")
+            line = w if where is None or w.startswith(where + ":") else f"at {where}: {w}"
+            also = "; ".join(_where(a, swept) or "every point" for _, a in more)
+            out.append(line + (f" — likewise at {also}" if more else ""))
         return out
 
     def stop(self) -> None:

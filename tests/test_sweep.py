@@ -535,11 +535,16 @@ def test_a_sweep_says_what_run_would_warn_of_at_its_points():
     said = Sweep(base, [parse_axis("clients=8,20", base), parse_axis("model=lenet,resnet", base)], workers=1).warnings()
     assert said == ["at model=resnet: DLG's L2 objective rarely converges on ReLU/BatchNorm nets; try invgrad.",
                     next(w for w in from_preset("dlg", {"clients": 20}).warnings if w.startswith("clients=20: "))]
-    assert [w[:12] for w in Sweep(base, [parse_axis("clients=18,20", base)], workers=1).warnings()] == [
-        "clients=18: ", "clients=20: "]  # each names its point
+    [cost] = Sweep(base, [parse_axis("clients=18,20", base)], workers=1).warnings()
+    assert cost.startswith("clients=18: ") and cost.endswith(" — likewise at clients=20")  # it names its point
     assert not Sweep(base, [parse_axis("batch_size=1,8,16", base)], workers=1).warnings()  # the chart counts them
     # two axes: no chart line counts the equations, so the warning is said
     grid = Sweep(base, [parse_axis("batch_size=1,16", base), parse_axis("iterations=100,200", base)], workers=1)
     assert grid.warnings()[0].startswith("at batch_size=16: Fewer equations than unknowns")
+    # alike but for their figures: said once, the first in full (three paragraphs on equations before)
+    fedavg = from_preset("dlm-plus")
+    said = Sweep(fedavg, [parse_axis("batch_size=1..16:5", fedavg)], workers=1).warnings()
+    assert len(said) == 1 and said[0].startswith("at batch_size=4: Fewer equations than unknowns (0.94 per unknown)")
+    assert said[0].endswith(" — likewise at batch_size=8; batch_size=16"), said
     run = cli("sweep", "dlg", "--vary", "model=resnet", "--set", "iterations=1", "--set", "model_width=4")
     assert "warning: DLG's L2 objective rarely converges" in run.stderr, run.stderr
