@@ -67,7 +67,7 @@ def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     assert any(e.value.endswith("got batch (did you mean batch_size?)") for e in at.error), [e.value for e in at.error]
     at = page(sweep="custom", preset="dlm-plus", defense="none", vary="local_steps=1,2,4")  # a shared link
     assert not at.exception and not at.error  # the Lab's note on 4 local steps' 4 images, as `run` says it:
-    assert [w.value[:50] for w in at.warning] == ["at local_steps=4: Fewer equations than unknowns (0"]
+    assert [w.value[:50] for w in at.warning] == ["At local_steps=4: Fewer equations than unknowns (0"]
     assert "**DLM+ against local steps (dlm-plus)** — 3 points × 1 seed = 3 runs" in texts(at)
 
 

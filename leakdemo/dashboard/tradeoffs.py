@@ -652,8 +652,8 @@ def main() -> None:
         c3.error(problem)
     elif summary:
         c3.markdown(summary)
-    for w in said:
-        st.warning(w, icon=":material/warning:")
+    for w in said:  # a sentence on the page: "At batch_size=4: …" (the command line's reads "warning: at …")
+        st.warning("A" + w[1:] if w.startswith("at ") else w, icon=":material/warning:")
     if st.session_state.get("t_error"):
         st.error(st.session_state.pop("t_error"))
     pace = None if job is None or job.done else POLL_SECONDS
