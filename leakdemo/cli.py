@@ -22,12 +22,21 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _unknown(extra: list[str], cmd: str) -> str:
+NAMED_ALONE = ("--preset", "--sweep", "--scenario")  # flags a newcomer puts before what is named on its own
+
+
+def _unknown(extra: list[str], cmd: str, named: str | list[str] | None = None) -> str:
     """argparse's message for arguments it does not know, plus the fix when one is a parameter's name:
-    `run dlg --iterations 50` means `--set iterations=50`."""
+    `run dlg --iterations 50` means `--set iterations=50`; `run --preset dlg` means `run dlg` (argparse
+    took `dlg` as the preset, `named` here)."""
     message = f"unrecognized arguments: {' '.join(extra)}"
     if cmd not in ("run", "sweep", "bench"):
         return message
+    flag = next((a.partition("=")[0] for a in extra if a.partition("=")[0] in NAMED_ALONE), None)
+    if flag:
+        what = " ".join(named) if isinstance(named, list) else named
+        what = what or next((a.partition("=")[2] for a in extra if a.startswith(f"{flag}=")), "") or "NAME"
+        return f"{message}; name it without {flag}: python -m leakdemo {cmd} {what}"
     names = catalog.all_param_names()
     for i, arg in enumerate(extra):
         name, _, value = arg[2:].partition("=")
@@ -78,18 +87,22 @@ def cmd_list(args) -> int:
         print(json.dumps(d, indent=2))
         return 0
     d = catalog.describe()
+    sections = [c for section in ("protocols", "attacks", "defenses") for c in d[section]]
+    every = [p for c in sections for p in c["params"]] + d["run"]
+    width = max(len(c["name"]) for c in sections)  # `logit-temperature` pushed its title out of line
+    setting = max(len(f"{p['name']}={p['default']}") for p in every)  # so each range starts in one column
     for section in ("protocols", "attacks", "defenses"):
         print(section.upper())
         for c in d[section]:
             extra = f"   [with: {', '.join(c['protocols'])}]" if "protocols" in c else ""
-            print(f"  {c['name']:<14} {c['title']}{extra}")
-            print(f"  {'':<14} {c['summary']}")
+            print(f"  {c['name']:<{width}} {c['title']}{extra}")
+            print(f"  {'':<{width}} {c['summary']}")
             for p in c["params"]:
-                print(f"  {'':<16}{_param_line(p)}")
+                print(f"  {'':<{width + 3}}{_param_line(p, setting)}")
         print()
     print("RUN")
     for p in d["run"]:
-        print(f"  {'':<2}{_param_line(p)}")
+        print(f"  {'':<{width + 3}}{_param_line(p, setting)}")
     print("\nPRESETS")
     width = max(map(len, presets()))
     for p in presets().values():
@@ -101,14 +114,18 @@ def cmd_list(args) -> int:
     return 0
 
 
-def _param_line(p: dict) -> str:
+def _param_line(p: dict, setting: int) -> str:
+    """`name=default  range  help`, the range in the column `setting` wide names end at; an integer's
+    bounds in full (`seed` read `[0, 2.14748e+09]`)."""
     if p["type"] == "choice":
         rng = "{" + "|".join(p["choices"]) + "}"
-    elif p["type"] in ("int", "float"):
+    elif p["type"] == "int":
+        rng = f"[{p['min']:d}, {p['max']:d}]"
+    elif p["type"] == "float":
         rng = f"[{p['min']:g}, {p['max']:g}]"
     else:
         rng = p["type"]
-    return f"{p['name']}={p['default']!s:<10} {rng:<26} {p['help']}"
+    return f"{p['name'] + '=' + str(p['default']):<{setting}}  {rng:<26} {p['help']}"
 
 
 # ---------------------------------------------------------------- run
@@ -719,7 +736,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args, extra = ap.parse_known_args(argv)
     if extra:  # reported by the subcommand, so the hint names its own --help
-        sub.choices[args.cmd].error(_unknown(extra, args.cmd))
+        named = getattr(args, "scenario", None) or getattr(args, "presets", None)
+        sub.choices[args.cmd].error(_unknown(extra, args.cmd, named))
     try:
         for attr, option, folder in OUTPUTS.get(args.cmd, []):
             check_output(getattr(args, attr), option, folder)

@@ -22,6 +22,21 @@ def test_list_shows_everything():
     assert {p["name"] for p in d["presets"]} >= {"dlg", "idlg", "invgrad", "invgrad-batch"}
 
 
+def test_list_lines_up_its_columns_and_gives_integer_bounds_in_full():
+    """Each parameter's range starts in one column, whatever the length of `name=default`; each component's
+    title too, `logit-temperature` included. `seed` read `[0, 2.14748e+09]`."""
+    out = cli("list").stdout.splitlines()
+    starts = {line.index(rng) for line in out for setting, rng in (("image_size=32 ", "[8, 128]"),
+              ("secure_aggregation=False ", "bool"), ("tv_dataset=CIFAR10 ", "{CIFAR10|"), ("seed=0 ", "[0, "))
+              if setting in line and rng in line}
+    assert len(starts) == 1, starts
+    assert any("seed=0" in line and "[0, 2147483647]" in line for line in out)
+    titles = {line.index(title) for line in out for name, title in (("fedsgd", "FedSGD —"),
+              ("logit-temperature", "Flattened logits"), ("invgrad-fedavg", "Simulation (")) if f"  {name} " in line
+              and title in line}
+    assert len(titles) == 1, titles
+
+
 def make_run(port) -> subprocess.CompletedProcess:
     """`make run` as the README gives it, with this interpreter and without (re)building .venv."""
     return subprocess.run(["make", "-s", "-o", ".venv/.installed", "run", f"PORT={port}", f"PY={sys.executable}"],
@@ -167,6 +182,17 @@ def test_an_unknown_option_names_its_subcommand_and_a_parameter_written_as_an_op
     assert "--set dp_sigma=0.1 (see `python -m leakdemo sweep --help`)" in r.stderr, r.stderr
     r = cli("run", "dlg", "--bogus", "3")  # not a parameter: argparse's words alone
     assert r.stderr.strip() == "error: unrecognized arguments: --bogus 3 (see `python -m leakdemo run --help`)"
+
+
+def test_a_preset_given_with_a_flag_gets_the_command_without_it():
+    """`run --preset dlg`: argparse took `dlg` as the preset and refused `--preset`; the answer is the line to type."""
+    r = cli("run", "--preset", "dlg")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.strip() == ("error: unrecognized arguments: --preset; name it without --preset: "
+                                "python -m leakdemo run dlg (see `python -m leakdemo run --help`)"), r.stderr
+    assert "name it without --sweep: python -m leakdemo sweep sweep-dp-dlg (" in cli(
+        "sweep", "--sweep", "sweep-dp-dlg").stderr
+    assert "name it without --preset: python -m leakdemo bench dlg idlg (" in cli("bench", "--preset", "dlg", "idlg").stderr
 
 
 def test_a_note_said_again_and_again_is_printed_once_and_counted():
