@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -18,6 +19,12 @@ from .words import alike, fixed, hint, plural, small_figure, three_digits, value
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, like every other bad input
+        typed = re.match(r"argument (.*?): invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if typed:  # `lst`, `--device gpu`: the one meant first, then argparse's choices without their quotes
+            what, word, choices = typed[1], typed[2], re.findall(r"'(.*?)'", typed[3])
+            meant = hint(alike(word, choices))
+            message = (f"{word}: not a command{meant}; the commands are {', '.join(choices)}" if what == "COMMAND"
+                       else f"{what}: must be one of {', '.join(choices)}, got {word}{meant}")
         print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)  # the subcommand's own help
         raise SystemExit(2)
 
@@ -342,7 +349,8 @@ def bench_devices(text: str | None) -> list[str | None]:
     devices = listed(text, "--device") or [None]
     for d in devices:
         if d is not None and d not in DEVICES:
-            raise LeakdemoError(f"device: must be auto, cpu or cuda, or several of them (cpu,cuda); got {d!r}")
+            raise LeakdemoError(f"device: must be auto, cpu or cuda, or several of them (cpu,cuda); got {d!r}"
+                                f"{hint(alike(d, DEVICES))}")
     return devices
 
 
@@ -671,7 +679,7 @@ DEVICE_HELP = "where the attack runs: auto (CUDA when present), cpu or cuda; def
 
 def main(argv=None) -> int:
     ap = _Parser(prog="python -m leakdemo", description="leakdemo: watch federated learning leak training data.")
-    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
     p = sub.add_parser("list", help="protocols, attacks, defenses, presets and their parameters")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
     p = sub.add_parser("run", help="run a preset or a scenario.json")
@@ -734,6 +742,9 @@ def main(argv=None) -> int:
     p.add_argument("--cpu-threads", type=int, metavar="N", help="threads for the CPU rows (default: torch's)")
     p.add_argument("--images", help="comma-separated images: one run per image, with medians")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    if not (sys.argv[1:] if argv is None else argv):  # `python -m leakdemo` alone: what there is to type
+        ap.print_help()
+        return 2
     args, extra = ap.parse_known_args(argv)
     if extra:  # reported by the subcommand, so the hint names its own --help
         named = getattr(args, "scenario", None) or getattr(args, "presets", None)

@@ -42,10 +42,15 @@ def three_digits(v: float) -> str:
     return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{v:.3g}").replace("e+", "e")
 
 
+SAME_AS = {"gpu": "cuda"}  # difflib offered `cpu` for `device=gpu`, the one device it is not
+
+
 def alike(word, options: Iterable, cutoff: float = 0.6) -> list[str]:
     """The options a mistyped `word` was likely meant as, none when nothing is near: difflib's close matches,
     with two letters swapped first (alike("dgl", presets) = ["dlg", "dlm"]: difflib scores both alike)."""
     word, options = str(word).strip(), [str(o) for o in options]
+    if SAME_AS.get(word.lower()) in options:  # spelt nothing alike, meant all the same
+        return [SAME_AS[word.lower()]]
     close = difflib.get_close_matches(word, options, n=2, cutoff=cutoff)
     return sorted(close, key=lambda o: sorted(o) != sorted(word))  # stable: difflib's order otherwise
 

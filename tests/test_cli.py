@@ -108,7 +108,9 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("run", "/tmp/definitely-missing.json"), "error: scenario: cannot read '/tmp/definitely-missing.json' (No such "
                                               "file or directory)"),
     (("run", "dlg", "--device", "cuda"), "error: device: cuda is not available"),
-    (("frobnicate",), "error: argument cmd: invalid choice"),
+    (("frobnicate",), "error: frobnicate: not a command; the commands are list, run, sweep, "),
+    (("lst",), "error: lst: not a command (did you mean list?); the commands are list, run, "),
+    (("run", "dlg", "--device", "gpu"), "error: --device: must be one of auto, cpu, cuda, got gpu (did you mean cuda?)"),
     # a value the user did not type, kept from the preset, says where it came from
     (("run", "dlg", "--set", "protocol=fedmd", "--set", "attack=pli"),
      "error: data: must be one of faces, digits; got 'samples' (the value of preset dlg; set data too when switching"),
@@ -116,7 +118,7 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("bench", "dlg", "--images", "coffee,nope"), "error: images: unknown samples item 'nope'"),
     (("bench", "dlg", "--set", "batch_size=40"), "error: batch_size: must be at most 23 for data=samples"),
     (("bench", "--device", "cuda"), "error: device: cuda is not available"),
-    (("bench", "dlg", "--device", "cpu,gpu"), "error: device: must be auto, cpu or cuda, or several of them (cpu,cuda); got 'gpu'"),
+    (("bench", "dlg", "--device", "cpu,gpu"), "error: device: must be auto, cpu or cuda, or several of them (cpu,cuda); got 'gpu' (did you mean cuda?)"),
     (("bench", "dlg", "--device", "cpu,cpu"), "error: device: each device once; 'cpu,cpu' names cpu twice on this machine"),
     (("bench", "dlg", "--device", "cpu,cuda"), "error: device: cuda is not available"),
     (("bench", "dlg", "--cpu-threads", "0"), "error: --cpu-threads: must be an integer in [1, 256], got 0"),
@@ -141,7 +143,7 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("runs", "list", "--limit", "0"), "error: --limit: must be an integer in [1, 100000], got 0"),
     (("runs", "delete", "1", "2", "3"), "error: runs delete: takes one id, got '1 2 3'"),
     (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (creating a file in /proc failed: "),
-    (("runs", "frob"), "error: argument action: invalid choice: 'frob'"),  # ... (see `python -m leakdemo runs --help`)
+    (("runs", "frob"), "error: action: must be one of list, show, export, delete, got frob"),  # ... (see `python -m leakdemo runs --help`)
     # an option another action reads was taken and ignored without a word
     (("runs", "show", "1", "--limit", "5"), "error: --limit: applies to `runs list` only, not `runs show`"),
     (("runs", "delete", "1", "--json"), "error: --json: applies to `runs list` (and `runs show`, whose output is JSON), "
@@ -182,6 +184,12 @@ def test_an_unknown_option_names_its_subcommand_and_a_parameter_written_as_an_op
     assert "--set dp_sigma=0.1 (see `python -m leakdemo sweep --help`)" in r.stderr, r.stderr
     r = cli("run", "dlg", "--bogus", "3")  # not a parameter: argparse's words alone
     assert r.stderr.strip() == "error: unrecognized arguments: --bogus 3 (see `python -m leakdemo run --help`)"
+
+
+def test_the_bare_command_prints_what_there_is_to_type():
+    r = cli()
+    assert r.returncode == 2 and "usage: python -m leakdemo [-h] COMMAND" in r.stdout, r.stdout + r.stderr
+    assert all(f"    {c} " in r.stdout for c in ("list", "run", "sweep", "runs", "fidelity", "bench")), r.stdout
 
 
 def test_a_preset_given_with_a_flag_gets_the_command_without_it():
