@@ -39,10 +39,10 @@ def _unknown(extra: list[str], cmd: str, named: str | list[str] | None = None) -
     message = f"unrecognized arguments: {' '.join(extra)}"
     if cmd not in ("run", "sweep", "bench"):
         return message
-    flag = next((a.partition("=")[0] for a in extra if a.partition("=")[0] in NAMED_ALONE), None)
+    flag = next((a for a in extra if a in NAMED_ALONE), None)
     if flag:
         what = " ".join(named) if isinstance(named, list) else named
-        what = what or next((a.partition("=")[2] for a in extra if a.startswith(f"{flag}=")), "") or "NAME"
+        what = what or "NAME"
         return f"{message}; name it without {flag}: python -m leakdemo {cmd} {what}"
     names = catalog.all_param_names()
     for i, arg in enumerate(extra):
@@ -742,9 +742,13 @@ def main(argv=None) -> int:
     p.add_argument("--cpu-threads", type=int, metavar="N", help="threads for the CPU rows (default: torch's)")
     p.add_argument("--images", help="comma-separated images: one run per image, with medians")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    if not (sys.argv[1:] if argv is None else argv):  # `python -m leakdemo` alone: what there is to type
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # `python -m leakdemo` alone: what there is to type
         ap.print_help()
         return 2
+    # `run --preset=dlg` as `run --preset dlg`, which argparse reads as the preset and a flag to refuse with the
+    # fix (glued, the preset went missing: "the following arguments are required")
+    argv = [part for a in argv for part in (a.split("=", 1) if a.partition("=")[0] in NAMED_ALONE else [a])]
     args, extra = ap.parse_known_args(argv)
     if extra:  # reported by the subcommand, so the hint names its own --help
         named = getattr(args, "scenario", None) or getattr(args, "presets", None)
