@@ -540,9 +540,10 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
     assert box["y"] + box["height"] <= size[1], (box, size)  # not cut off
     assert drawn[1] >= size[1] * 0.5 or drawn[0] >= size[0] * 0.6, (drawn, size)  # as big as the screen allows
     # what is left and right, legible from the back of a room: the caption's text kept its own 14 px while the
-    # page's 1.1 rem went to the box around it
+    # page's 1.1 rem went to the box around it, and Streamlit draws it at 60 % opacity
     caption = page.locator('[data-testid="stImageCaption"] p').first
-    assert caption.evaluate("p => parseFloat(getComputedStyle(p).fontSize)") >= 18, caption.inner_text()
+    assert caption.evaluate("p => [parseFloat(getComputedStyle(p).fontSize), "
+                            "getComputedStyle(p.parentElement).opacity]") == [19.2, "1"], caption.inner_text()
     page.keyboard.press("ArrowRight")
     page.get_by_text("scene 2 of", exact=False).wait_for(timeout=30_000)
     page.wait_for_timeout(7000)  # the second showcase replays: every frame arrives whole
