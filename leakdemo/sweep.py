@@ -244,6 +244,17 @@ def batched(tasks: list[Task], size: int) -> list[Task | Batch]:
     return out
 
 
+def _where(at: list[Point], swept: list[Point]) -> str | None:
+    """The points a warning holds at, said shortly: None for all of them, 'model=resnet' for every point of that
+    value, else each point's label."""
+    if len(at) == len(swept):
+        return None
+    common = {k: v for k, v in at[0].values.items() if all(p.values.get(k) == v for p in at)}
+    if common and sum(all(p.values.get(k) == v for k, v in common.items()) for p in swept) == len(at):
+        return ", ".join(f"{k}={value_text(v)}" for k, v in common.items())
+    return "; ".join(p.label for p in at)
+
+
 class Sweep:
     def __init__(self, base: Scenario, axes: list[Axis], seeds: int = 1, images: list[str] | None = None,
                  store=None, fresh: bool = False, backend: str = "local", workers: int | None = None,
@@ -486,17 +497,6 @@ class Sweep:
 
 
 # ---------------------------------------------------------------- one run, anywhere
-
-
-def _where(at: list[Point], swept: list[Point]) -> str | None:
-    """The points a warning holds at, said shortly: None for all of them, 'model=resnet' for every point of that
-    value, else each point's label."""
-    if len(at) == len(swept):
-        return None
-    common = {k: v for k, v in at[0].values.items() if all(p.values.get(k) == v for p in at)}
-    if common and sum(all(p.values.get(k) == v for k, v in common.items()) for p in swept) == len(at):
-        return ", ".join(f"{k}={value_text(v)}" for k, v in common.items())
-    return "; ".join(p.label for p in at)
 
 
 def run_unit(unit: Task | Batch, stop_event=None) -> list[dict]:
