@@ -17,6 +17,10 @@ def test_the_catalog_lists_every_part_and_links_every_preset_and_sweep():
     for table in (catalog.PROTOCOLS, catalog.ATTACKS, catalog.DEFENSES):
         assert all(f"**{table[name].title}** · `{name}`" in labels for name in table)
     assert "(`" not in labels  # inline code's padding inside parentheses read as "( fedsgd )"
+    # the protocols an attack or a defense goes with, without opening it
+    assert "**DLG — Deep Leakage from Gradients** · `dlg` · on FedSGD, Vertical FL" in labels
+    assert "`cafe` · on Vertical FL" in labels and "`none` · on every protocol" in labels
+    assert "`fedsgd` · on" not in labels
     tables = [m.value for m in at.markdown if m.value.startswith("| preset |") or m.value.startswith("| sweep |")]
     assert len(tables) == 2
     # every name links to where it runs (the Lab reads ?preset=, the Trade-offs page ?sweep=), description in full

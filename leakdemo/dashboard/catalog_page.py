@@ -69,7 +69,7 @@ def main() -> None:
         st.header(heading)
         for c in table.values():
             # the code name after a dot: in parentheses, inline code's padding read as "( fedsgd )"
-            with st.expander(f"**{c.title}** · `{c.name}`", expanded=False):
+            with st.expander(f"**{c.title}** · `{c.name}`{_works_on(c)}", expanded=False):
                 st.markdown(c.summary)
                 if c.paper:
                     st.caption(f"Paper: {c.paper}")
@@ -85,6 +85,17 @@ def main() -> None:
                "tab), drawn at once from the gallery's recording.")
     st.markdown(_linked_table("sweep", [(s.name, f"./Tradeoffs?sweep={s.name}", s.title, s.description)
                                         for s in sweeps().values()]))
+
+
+def _works_on(c) -> str:
+    """' · on FedSGD, Vertical FL' after an attack's or a defense's name: the protocols it goes with, read
+    without opening each one (`list` says them as `[with: fedsgd, vfl]`)."""
+    on = getattr(c, "protocols", None)
+    if not on:
+        return ""
+    if set(on) == set(catalog.PROTOCOLS):
+        return " · on every protocol"
+    return " · on " + ", ".join(catalog.PROTOCOLS[p].title.split(" — ")[0] for p in on)
 
 
 def _linked_table(what: str, rows: list[tuple[str, str, str, str]]) -> str:
