@@ -852,6 +852,28 @@ def owners(name: str) -> list[str]:
     return found
 
 
+# one role, a name per component: a name set where it does not apply is pointed at the one it goes by there
+SAME_ROLE = (("iterations", "inversion_epochs"),  # the attack's length: PLI and TBI count inversion epochs
+             ("dp_sigma", "logit_sigma", "fake_sigma"))  # the noise's σ, on gradients, logits or fake gradients
+
+
+def instead(name: str, protocol: str, attack: str, defense: str) -> tuple[str, str] | None:
+    """(component, parameter) meant by a name this scenario does not take: the name itself under a defense
+    the protocol takes (`dp_sigma` on an undefended FedSGD run: dp-gaussian's), else the name its role goes
+    by here (`iterations` under PLI: pli's inversion_epochs; `dp_sigma` on FedMD: logit-noise's
+    logit_sigma). None where nothing fits: `--set defense=dp-gaussian` on FedMD only led to a second error."""
+    role = next((g for g in SAME_ROLE if name in g), (name,))
+    alike = [name] + [n for n in role if n != name]
+    here = (protocol, attack, defense)
+    for n in alike[1:]:
+        if (c := next((c for c in owners(n) if c in here), None)) is not None:
+            return c, n
+    for n in alike:
+        if (c := next((c for c in owners(n) if c in DEFENSES and protocol in DEFENSES[c].protocols), None)):
+            return c, n
+    return None
+
+
 def all_param_names() -> set[str]:
     names = {p.name for p in CHOICE_PARAMS + RUN_PARAMS}
     for table in (PROTOCOLS, ATTACKS, DEFENSES):

@@ -88,6 +88,22 @@ def test_unknown_and_misplaced_parameters_are_named():
         from_preset("nope")
 
 
+@pytest.mark.parametrize("preset,over,fix", [
+    ("dlg", {"dp_sigma": "0.1"}, "(it belongs to: dp-gaussian, dp-laplace; set defense=dp-gaussian with it)"),
+    # PLI counts its length in inversion epochs: `iterations` was told only that it belongs to 8 other attacks
+    ("pli", {"iterations": 5}, "cafe; pli's counterpart is inversion_epochs)"),
+    ("dlg", {"inversion_epochs": 5}, "(it belongs to: pli, tbi; dlg's counterpart is iterations)"),
+    # FedMD's noise is on the logits: no DP defense applies there, so none is offered
+    ("pli", {"dp_sigma": 0.1}, "dp-laplace; on fedmd its counterpart is logit_sigma, with defense=logit-noise)"),
+    ("pli", {"defense": "logit-noise", "dp_sigma": 0.1}, "dp-laplace; logit-noise's counterpart is logit_sigma)"),
+    ("dlg", {"top_k": 3}, "(it belongs to: top-k)"),  # no defense of FedSGD's keeps the top k
+])
+def test_a_parameter_where_it_does_not_apply_is_pointed_at_what_does(preset, over, fix):
+    with pytest.raises(ParamError) as e:
+        from_preset(preset, over)
+    assert str(e.value).endswith(fix), str(e.value)
+
+
 def test_an_unknown_name_gets_the_likeliest_meant_one_and_the_names_the_scenario_takes():
     """`--set steps=50` on DLG: its steps are `iterations` (not warmup_steps, which trains the model first)."""
     with pytest.raises(ParamError) as e:

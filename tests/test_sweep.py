@@ -77,6 +77,16 @@ def test_a_defenses_knob_on_an_undefended_scenario_says_which_defense_to_set():
         parse_axis("sigma=1e-4..1:3", from_preset("dlg", {**FAST, "defense": "none"}))
 
 
+def test_a_knob_of_another_protocol_is_pointed_at_its_counterpart_here():
+    """`--vary dp_sigma` on FedMD was told `--set defense=dp-gaussian to sweep it`, a defense FedMD refuses."""
+    pli = from_preset("pli-digits")
+    with pytest.raises(ParamError) as e:
+        parse_axis("dp_sigma=0.1,1", pli)
+    assert "dp-laplace; on fedmd its counterpart is logit_sigma: --set defense=logit-noise to sweep it)" in str(e.value)
+    with pytest.raises(ParamError, match=r"cafe; pli's counterpart is inversion_epochs\); sweepable: "):
+        parse_axis("iterations=10,20", pli)
+
+
 def test_bad_sweep_on_the_command_line_is_one_line_exit_2():
     r = cli("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=1e-4..1:99")
     assert r.returncode == 2 and "Traceback" not in r.stderr
