@@ -354,6 +354,37 @@ def bench_devices(text: str | None) -> list[str | None]:
     return devices
 
 
+def bench_sets(names: list[str], overrides: dict) -> tuple[dict[str, dict], list[str]]:
+    """Each row's share of `--set`, and what is said of the rest. A setting some rows do not take
+    (`iterations` on PLI's rows, which count inversion_epochs) is left out of theirs: `bench --set
+    iterations=50` stopped on PLI's first row with 'does not apply'. One that no row takes stays, to be
+    refused as `run` refuses it."""
+    chosen = {k: overrides[k] for k in ("protocol", "attack", "defense") if k in overrides}
+    per, left_out = {}, {}
+    for name in names:
+        try:
+            sc = load(name, chosen)
+        except LeakdemoError:  # loading the row with all of --set says what is wrong
+            per[name] = dict(overrides)
+            continue
+        takes = catalog.params_for(sc["protocol"], sc["attack"], sc["defense"])
+        per[name] = {k: v for k, v in overrides.items() if k in takes}
+        for k in overrides.keys() - takes.keys():
+            left_out.setdefault(k, []).append((name, sc))
+    notes = []
+    for k, rows in left_out.items():
+        if len(rows) == len(names):
+            for name, _ in rows:
+                per[name][k] = overrides[k]
+            continue
+        sc = rows[0][1]
+        c, meant = catalog.instead(k, sc["protocol"], sc["attack"], sc["defense"]) or (None, None)
+        like = f" ({c}'s counterpart is {meant})" if c in (sc["protocol"], sc["attack"], sc["defense"]) else ""
+        notes.append(f"note: {k} is not a setting of {', '.join(n for n, _ in rows)}: "
+                     f"{'its row runs' if len(rows) == 1 else 'their rows run'} without it{like}")
+    return per, notes
+
+
 def cmd_bench(args) -> int:
     import torch
     overrides = parse_sets(args.set)
@@ -367,9 +398,12 @@ def cmd_bench(args) -> int:
     # machine lacks) stops the bench before its table starts, not after minutes of rows
     from .data import check_source
     from .device import device_name
-    scenarios = {(name, img, dev): load(name, {**overrides, **({"images": img} if img else {}),
+    # --images as one more setting: rows that take no named images (vertical FL's, logit sharing's) run once
+    sets, notes = bench_sets(names, {**overrides, **({"images": args.images} if args.images else {})})
+    row_images = {name: image_lists if sets[name].pop("images", None) is not None else [None] for name in names}
+    scenarios = {(name, img, dev): load(name, {**sets[name], **({"images": img} if img else {}),
                                                **({"device": dev} if dev else {})})
-                 for name in names for img in image_lists for dev in devices}
+                 for name in names for img in row_images[name] for dev in devices}
     for sc in scenarios.values():
         device_name(sc["device"])
         check_source(sc)
@@ -385,13 +419,15 @@ def cmd_bench(args) -> int:
         where = (f"{plural(cpu_threads if resolved[0] == 'cpu' else threads, 'thread')}, "
                  f"device {devices[0] or overrides.get('device', 'auto')}")
     print(f"leakdemo bench — torch {torch.__version__}, {where}; PSNR is standard (peak 1, images in [0, 1])")
+    for note in notes:
+        print(note, file=sys.stderr)
     w = max(16, 2 + max(map(len, names)))  # cafe-fake-gradients ran into its images column at 16
     dev_col = 7 if side_by_side else 0
     header = (f"{'preset':<{w}}{'images':<22}" + (f"{'device':<{dev_col}}" if side_by_side else "")
               + f"{'first frame s':>14}{'it/s':>8}{'to 20 dB s':>12}{'to 30 dB s':>12}{'final dB':>10}{'LPIPS':>8}{'total s':>9}")
     print(header)
     for name in names:
-        for img in image_lists:
+        for img in row_images[name]:
             for dev in devices:
                 sc = scenarios[name, img, dev]
                 where = device_name(sc["device"])
@@ -415,7 +451,7 @@ def cmd_bench(args) -> int:
             runs = [r for r in mine if r["device"] == where]
             t30 = [r["to_30db_s"] for r in runs if r["to_30db_s"] is not None]
             medians[where] = statistics.median(t30) if t30 else None
-            if len(image_lists) > 1:
+            if len(row_images[name]) > 1:
                 print(f"{'':<{w}}{'median':<22}" + (f"{where:<{dev_col}}" if side_by_side else "")
                       + f"{'':>14}{'':>8}{'':>12}{_fmt(medians[where]):>12}"
                       f"{statistics.median(r['psnr'] for r in runs):>10.1f}   "
@@ -424,7 +460,7 @@ def cmd_bench(args) -> int:
             ratio = medians["cpu"] / medians["cuda"]
             print(f"{'':<{w}}cuda reached 30 dB "
                   + (f"{ratio:.1f}× sooner" if ratio >= 1 else f"{1 / ratio:.1f}× later") + " than cpu"
-                  + (" (medians)" if len(image_lists) > 1 else ""))
+                  + (" (medians)" if len(row_images[name]) > 1 else ""))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=2)

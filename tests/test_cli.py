@@ -302,6 +302,21 @@ def test_bench_runs_the_cpu_rows_on_the_threads_asked(tmp_path):
     assert row["device"] == "cpu" and row["preset"] == "dlg"
 
 
+def test_bench_sets_each_row_what_it_takes_and_says_what_it_left_out():
+    """`bench --set iterations=50` over the standard presets stopped on PLI's row ('does not apply'): PLI's rows
+    run without it, said once. A name no row takes stays, to be refused as `run` refuses it."""
+    from leakdemo.cli import bench_sets
+    sets, notes = bench_sets(["pli-digits", "dlg", "pli"], {"iterations": "50", "images": "coffee"})
+    assert sets == {"pli-digits": {}, "dlg": {"iterations": "50", "images": "coffee"}, "pli": {}}
+    assert "note: iterations is not a setting of pli-digits, pli: their rows run without it (pli's counterpart " \
+           "is inversion_epochs)" in notes and "note: images is not a setting of pli-digits, pli: their rows run " \
+           "without it" in notes
+    assert bench_sets(["pli", "dlg"], {"iterationz": "5"}) == ({"pli": {"iterationz": "5"}, "dlg": {"iterationz": "5"}}, [])
+    assert bench_sets(["pli"], {"iterations": "5"})[0] == {"pli": {"iterations": "5"}}
+    r = cli("bench", "pli-digits", "dlg", "--set", "iterationz=5")
+    assert r.returncode == 2 and r.stderr.startswith("error: iterationz: unknown parameter (did you mean iterations"), r.stderr
+
+
 def test_bench_side_by_side_has_a_device_column_medians_and_the_speed_up(monkeypatch, capsys):
     """`--device cpu,cuda` on a GPU machine: each row names its device, each device gets its median, and a last
     line says how much sooner cuda reached 30 dB. CI has no GPU, so here the 'cuda' rows compute on the CPU
