@@ -27,7 +27,7 @@ from . import state
 from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS
-from .shared import (hardware, polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow,
+from .shared import (hardware, ignored_line, polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow,
                      tab_alive)
 from .views import agic, logits, vfl
 from .views import images as images_view
@@ -619,7 +619,7 @@ def main() -> None:
         st.session_state.pop("ignored", None)
     else:
         for msg in ignored:
-            st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon=":material/link_off:")
+            st.warning(ignored_line(msg), icon=":material/link_off:")
     note = st.session_state.pop("loaded_note", None)
     if note:
         (st.error if note.startswith("error") else st.info)(note)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import streamlit as st
 
@@ -60,6 +61,17 @@ def queue_line(pool, handle) -> str:
     if ahead == 0:
         return f"Waiting for a free worker — next in line ({at_once})."
     return f"Waiting for a free worker — {plural(ahead, 'run')} ahead of this one ({at_once})."
+
+
+# a link's name that nothing takes has no value to fall back to (`bogus: unknown parameter. Using the default
+# instead.` promised one); a built-in sweep's own scenario stands in for the values it refuses
+NOTHING_REPLACED = re.compile(r"^\w+: (unknown parameter|does not apply to )|sweep=custom takes them\)$")
+
+
+def ignored_line(message: str) -> str:
+    """'Ignored from the link: …', with the fallback where a default takes the ignored value's place."""
+    fallback = "" if NOTHING_REPLACED.search(message) else " Using the default instead."
+    return f"Ignored from the link: {message}.{fallback}"
 
 
 def setup_line(p: dict) -> str:

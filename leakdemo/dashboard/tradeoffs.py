@@ -27,7 +27,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
 from ..words import plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
-from .shared import run_pool, stacked_when_narrow, tab_alive
+from .shared import ignored_line, run_pool, stacked_when_narrow, tab_alive
 from .state import one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
@@ -622,7 +622,7 @@ def main() -> None:
                 "the defense costs the federation's own learning on held-out data (utility), with the formal "
                 "ε where the defense is a differential-privacy mechanism.")
     for msg in st.session_state.pop("t_problems", []):
-        st.warning(f"Ignored from the link: {msg}. Using the default instead.", icon=":material/link_off:")
+        st.warning(ignored_line(msg), icon=":material/link_off:")
     spec = _controls()
     st.session_state["t_spec_now"] = spec
     query = {k: str(v) for k, v in spec.items()}
