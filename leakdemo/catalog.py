@@ -874,6 +874,18 @@ def instead(name: str, protocol: str, attack: str, defense: str) -> tuple[str, s
     return None
 
 
+def instead_note(name: str, protocol: str, attack: str, defense: str, how: str = "set defense={} with it") -> str:
+    """`instead` in the words that follow 'it belongs to: …': '; pli's counterpart is inversion_epochs',
+    '; set defense=dp-gaussian with it', '; on fedmd its counterpart is logit_sigma: set defense=logit-noise
+    with it' (`how`: the command line's words for setting the defense), or '' where nothing fits."""
+    c, meant = instead(name, protocol, attack, defense) or (None, None)
+    if c is None:
+        return ""
+    if c in (protocol, attack, defense):
+        return f"; {c}'s counterpart is {meant}"
+    return f"; {how.format(c)}" if meant == name else f"; on {protocol} its counterpart is {meant}: {how.format(c)}"
+
+
 def all_param_names() -> set[str]:
     names = {p.name for p in CHOICE_PARAMS + RUN_PARAMS}
     for table in (PROTOCOLS, ATTACKS, DEFENSES):

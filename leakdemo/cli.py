@@ -21,7 +21,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, like every other bad input
         typed = re.match(r"argument (.*?): invalid choice: '(.*?)' \(choose from (.*)\)$", message)
         if typed:  # `lst`, `--device gpu`: the one meant first, then argparse's choices without their quotes
-            what, word, choices = typed[1], typed[2], re.findall(r"'(.*?)'", typed[3])
+            what, word, choices = typed[1], typed[2], [c.strip(" '") for c in typed[3].split(",")]
             meant = hint(alike(word, choices))
             message = (f"{word}: not a command{meant}; the commands are {', '.join(choices)}" if what == "COMMAND"
                        else f"{what}: must be one of {', '.join(choices)}, got {word}{meant}")
@@ -41,8 +41,7 @@ def _unknown(extra: list[str], cmd: str, named: str | list[str] | None = None) -
         return message
     flag = next((a for a in extra if a in NAMED_ALONE), None)
     if flag:
-        what = " ".join(named) if isinstance(named, list) else named
-        what = what or "NAME"
+        what = (" ".join(named) if isinstance(named, list) else named) or "NAME"
         return f"{message}; name it without {flag}: python -m leakdemo {cmd} {what}"
     names = catalog.all_param_names()
     for i, arg in enumerate(extra):
@@ -378,10 +377,9 @@ def bench_sets(names: list[str], overrides: dict) -> tuple[dict[str, dict], list
                 per[name][k] = overrides[k]
             continue
         sc = rows[0][1]
-        c, meant = catalog.instead(k, sc["protocol"], sc["attack"], sc["defense"]) or (None, None)
-        like = f" ({c}'s counterpart is {meant})" if c in (sc["protocol"], sc["attack"], sc["defense"]) else ""
         notes.append(f"note: {k} is not a setting of {', '.join(n for n, _ in rows)}: "
-                     f"{'its row runs' if len(rows) == 1 else 'their rows run'} without it{like}")
+                     f"{'its row runs' if len(rows) == 1 else 'their rows run'} without it"
+                     f"{catalog.instead_note(k, sc['protocol'], sc['attack'], sc['defense'])}")
     return per, notes
 
 

@@ -114,12 +114,8 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     for name in overrides:
         if name not in specs:
             where = ", ".join(catalog.owners(name))
-            c, meant = catalog.instead(name, protocol, attack, defense) or (None, None)
-            fix = ("" if c is None else f"; set defense={c} with it" if meant == name
-                   else f"; {c}'s counterpart is {meant}" if c in (protocol, attack, defense)
-                   else f"; on {protocol} its counterpart is {meant}, with defense={c}")
             raise ParamError(name, f"does not apply to protocol={protocol}, attack={attack}, defense={defense} "
-                             f"(it belongs to: {where}{fix})")
+                             f"(it belongs to: {where}{catalog.instead_note(name, protocol, attack, defense)})")
     values = {}
     for name, spec in specs.items():
         raw = overrides.get(name, kept_base.get(name, spec.default))

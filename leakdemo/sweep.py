@@ -75,10 +75,8 @@ def parse_axis(text: str, base: Scenario) -> Axis:
         close = [] if owners else likeliest(name, known)
         meant = close[0] if len(close) == 1 and close[0] not in known else None  # another component's name
         whose = owners or (catalog.owners(meant) if meant else [])
-        c, like = catalog.instead(meant or name, base["protocol"], base["attack"], base["defense"]) or (None, None)
-        hint = ("" if c is None else f"; --set defense={c} to sweep it" if like == (meant or name)
-                else f"; {c}'s counterpart is {like}" if like in specs
-                else f"; on {base['protocol']} its counterpart is {like}: --set defense={c} to sweep it")
+        hint = catalog.instead_note(meant or name, base["protocol"], base["attack"], base["defense"],
+                                    how="--set defense={} to sweep it")
         where = (f" (it belongs to: {', '.join(owners)}{hint})" if owners
                  else f" (did you mean {meant}? it belongs to: {', '.join(whose)}{hint})" if whose
                  else did_you_mean(name, known, close))

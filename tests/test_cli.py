@@ -308,8 +308,8 @@ def test_bench_sets_each_row_what_it_takes_and_says_what_it_left_out():
     from leakdemo.cli import bench_sets
     sets, notes = bench_sets(["pli-digits", "dlg", "pli"], {"iterations": "50", "images": "coffee"})
     assert sets == {"pli-digits": {}, "dlg": {"iterations": "50", "images": "coffee"}, "pli": {}}
-    assert "note: iterations is not a setting of pli-digits, pli: their rows run without it (pli's counterpart " \
-           "is inversion_epochs)" in notes and "note: images is not a setting of pli-digits, pli: their rows run " \
+    assert "note: iterations is not a setting of pli-digits, pli: their rows run without it; pli's counterpart " \
+           "is inversion_epochs" in notes and "note: images is not a setting of pli-digits, pli: their rows run " \
            "without it" in notes
     assert bench_sets(["pli", "dlg"], {"iterationz": "5"}) == ({"pli": {"iterationz": "5"}, "dlg": {"iterationz": "5"}}, [])
     assert bench_sets(["pli"], {"iterations": "5"})[0] == {"pli": {"iterations": "5"}}

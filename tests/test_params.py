@@ -94,7 +94,7 @@ def test_unknown_and_misplaced_parameters_are_named():
     ("pli", {"iterations": 5}, "cafe; pli's counterpart is inversion_epochs)"),
     ("dlg", {"inversion_epochs": 5}, "(it belongs to: pli, tbi; dlg's counterpart is iterations)"),
     # FedMD's noise is on the logits: no DP defense applies there, so none is offered
-    ("pli", {"dp_sigma": 0.1}, "dp-laplace; on fedmd its counterpart is logit_sigma, with defense=logit-noise)"),
+    ("pli", {"dp_sigma": 0.1}, "dp-laplace; on fedmd its counterpart is logit_sigma: set defense=logit-noise with it)"),
     ("pli", {"defense": "logit-noise", "dp_sigma": 0.1}, "dp-laplace; logit-noise's counterpart is logit_sigma)"),
     ("dlg", {"top_k": 3}, "(it belongs to: top-k)"),  # no defense of FedSGD's keeps the top k
 ])

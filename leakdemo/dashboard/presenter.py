@@ -38,7 +38,8 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 [data-testid="stMetricLabel"] p {font-size: 1.1rem !important;}
 [data-testid="stImage"] img {image-rendering: pixelated; max-height: 62vh; object-fit: contain;}
 [data-testid="stImageCaption"] {text-align: center;}
-[data-testid="stImageCaption"] [data-testid="stCaptionContainer"], [data-testid="stImageCaption"] p {font-size: 1.2rem; color: #333; opacity: 1;}
+[data-testid="stImageCaption"] [data-testid="stCaptionContainer"],
+[data-testid="stImageCaption"] p {font-size: 1.2rem; color: #333; opacity: 1;}
 [data-testid="stPlotlyChart"] {height: 68vh !important;}
 .st-key-p_clicker_next, .st-key-p_clicker_back {display: none !important;}
 </style>
