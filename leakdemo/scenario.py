@@ -85,7 +85,7 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     known = catalog.all_param_names()
     for name in list(base) + list(overrides):
         if name not in known:
-            raise ParamError(name, *_unknown(name, merged))
+            raise ParamError(name, *_unknown(name, merged), foreign=True)
     protocol = _choice("protocol", merged)
     attack = _choice("attack", merged)
     defense = _choice("defense", merged)
@@ -115,7 +115,8 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
         if name not in specs:
             where = ", ".join(catalog.owners(name))
             raise ParamError(name, f"does not apply to protocol={protocol}, attack={attack}, defense={defense} "
-                             f"(it belongs to: {where}{catalog.instead_note(name, protocol, attack, defense)})")
+                             f"(it belongs to: {where}{catalog.instead_note(name, protocol, attack, defense)})",
+                             foreign=True)
     values = {}
     for name, spec in specs.items():
         raw = overrides.get(name, kept_base.get(name, spec.default))

@@ -63,9 +63,10 @@ def test_a_value_given_twice_in_a_link_is_ambiguous_and_said():
     """`?seed=1&seed=2` ran seed 2 without a word (Streamlit keeps a key's last value); `--set` twice with
     different values is refused on the command line. Here the key falls back to its default, and the page says
     why; the same value twice is not ambiguous."""
-    at = lab(preset="dlg", seed=["1", "2"], iterations=["50", "50"])
+    at = lab(preset="dlg", seed=["1", "2"], iterations=["50", "50"], bogus=["1", "2"])
     said = [w.value for w in at.warning if w.value.startswith("Ignored from the link")]
-    assert said == ["Ignored from the link: seed (given 2 times: '1' and '2'). Using the default instead."], said
+    assert said == ["Ignored from the link: seed (given 2 times: '1' and '2'). Using the default instead.",
+                    "Ignored from the link: bogus (given 2 times: '1' and '2')."], said  # no default of bogus's
     assert widget(at, "Seed").value == 0 and widget(at, "Iterations").value == 50
 
 
@@ -150,7 +151,8 @@ def test_a_link_to_a_switched_protocol_brings_the_same_scenario_back():
         again, ignored = state.from_query(state.to_query(s))
         assert ignored == [] and again.params == s.params, protocol
     again, ignored = state.from_query({**state.to_query(s), "rounds": "0"})  # one bad value: only it is dropped
-    assert again["protocol"] == "fedgems" and again["rounds"] == s["rounds"] and ignored[0].startswith("rounds:")
+    assert again["protocol"] == "fedgems" and again["rounds"] == s["rounds"] and ignored[0].text.startswith("rounds:")
+    assert ignored[0].replaced  # the preset's rounds stand in: the page says "Using the default instead"
 
 
 def test_a_switch_to_a_protocol_that_refuses_a_kept_value_takes_its_default_and_says_so():
@@ -177,7 +179,7 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
         switched, _ = state.switch(from_preset("dlg"), "protocol", protocol)  # the link's value on top of it
         assert s.params == {**switched.params, name: 3}
     s, ignored = state.from_query({"preset": "dlg", "protocol": "fedavg", "attack": "dlg"})  # named: still said
-    assert s["protocol"] == "fedsgd" and ignored[0].startswith("attack: dlg does not apply to protocol fedavg")
+    assert s["protocol"] == "fedsgd" and ignored[0].text.startswith("attack: dlg does not apply to protocol fedavg")
     at = lab(preset="dlg", protocol="fedmd")
     assert widget(at, "Attack").value == "pli" and not at.warning
     # and so the Lab's own link for a switched protocol stays that short, not the twenty values it brings
@@ -337,7 +339,7 @@ def test_link_values_that_only_fit_together_are_all_accepted():
     s, ignored = state.from_query({"preset": "cafe", "n_samples": "24", "batch_size": "6"})
     assert ignored == [] and s["n_samples"] == 24 and s["batch_size"] == 6
     s, ignored = state.from_query({"preset": "cafe", "n_samples": "24"})  # batch 40 > 24: reported
-    assert s["n_samples"] == 200 and ignored[0].startswith("batch_size: must be at most n_samples")
+    assert s["n_samples"] == 200 and ignored[0].text.startswith("batch_size: must be at most n_samples")
 
 
 def test_logit_sharing_offers_pli_and_checks_its_data_in_the_sidebar():

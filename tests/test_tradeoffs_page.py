@@ -105,9 +105,13 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
     at = page(preset="dlm", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")  # written by hand, without sweep=
     assert not at.warning and at.selectbox(key="t_sweep").value == "custom"
     assert at.selectbox(key="t_preset").value == "dlm"
-    at = page(sweep="custom", preset="dlg", vary=["dp_sigma=1e-4..1:3", "dp_sigma=1e-2..1:3"])  # which one?
-    assert [w.value for w in at.warning] == ["Ignored from the link: vary (given 2 times: 'dp_sigma=1e-4..1:3' and "
-                                             "'dp_sigma=1e-2..1:3'). Using the default instead."]
+    at = page(sweep="custom", preset="dlg", vary=["dp_sigma=1e-4..1:3", "dp_sigma=1e-2..1:3"], trials=["1", "2"],
+              bogus=["1", "2"])  # which one?
+    assert [w.value for w in at.warning] == [
+        "Ignored from the link: vary (given 2 times: 'dp_sigma=1e-4..1:3' and 'dp_sigma=1e-2..1:3'). Using the "
+        "default instead.",
+        "Ignored from the link: trials (given 2 times: '1' and '2'). Using the default instead.",
+        "Ignored from the link: bogus (given 2 times: '1' and '2')."]  # nothing of bogus's for a default to replace
 
 
 @pytest.mark.parametrize("vary,message", [

@@ -116,7 +116,8 @@ def _init_session() -> None:
         return
     query, twice = state.one_each(st.query_params)
     s, ignored = state.from_query(query)
-    ignored = twice + ignored
+    # a name given twice that the scenario takes stays at the preset's value; one it does not take, at nothing
+    ignored = [state.Ignored(note, key == "preset" or key in s.params) for key, note in twice.items()] + ignored
     st.session_state["ignored"] = (ignored, s.params)  # shown while the page still holds the link's scenario
     st.session_state["preset"] = s.preset
     _push_to_widgets(s)
@@ -618,8 +619,8 @@ def main() -> None:
     if scenario is not None and scenario.params != for_params:
         st.session_state.pop("ignored", None)
     else:
-        for msg in ignored:
-            st.warning(ignored_line(msg), icon=":material/link_off:")
+        for item in ignored:
+            st.warning(ignored_line(item), icon=":material/link_off:")
     note = st.session_state.pop("loaded_note", None)
     if note:
         (st.error if note.startswith("error") else st.info)(note)

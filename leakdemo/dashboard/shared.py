@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import itertools
-import re
 
 import streamlit as st
 
@@ -63,15 +62,12 @@ def queue_line(pool, handle) -> str:
     return f"Waiting for a free worker — {plural(ahead, 'run')} ahead of this one ({at_once})."
 
 
-# a link's name that nothing takes has no value to fall back to (`bogus: unknown parameter. Using the default
-# instead.` promised one); a built-in sweep's own scenario stands in for the values it refuses
-NOTHING_REPLACED = re.compile(r"^\w+: (unknown parameter|does not apply to )|sweep=custom takes them\)$")
-
-
-def ignored_line(message: str) -> str:
-    """'Ignored from the link: …', with the fallback where a default takes the ignored value's place."""
-    fallback = "" if NOTHING_REPLACED.search(message) else " Using the default instead."
-    return f"Ignored from the link: {message}.{fallback}"
+def ignored_line(ignored) -> str:
+    """'Ignored from the link: …', with the fallback where a value of the page's own takes the ignored one's
+    place (not for a name that nothing takes: `bogus: unknown parameter. Using the default instead.` promised
+    one). ignored: a state.Ignored."""
+    fallback = " Using the default instead." if ignored.replaced else ""
+    return f"Ignored from the link: {ignored.text}.{fallback}"
 
 
 def setup_line(p: dict) -> str:

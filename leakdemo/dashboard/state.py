@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from .. import catalog
 from ..errors import LeakdemoError, ParamError
@@ -12,27 +12,34 @@ from ..words import value_text
 DEFAULT_PRESET = "dlg"
 
 
-def one_each(link) -> tuple[dict[str, str], list[str]]:
+class Ignored(NamedTuple):
+    """A link's value the page did not take: why, and whether a value of the page's own stands in its place (a
+    bad seed: the preset's seed); a name that nothing here takes (`bogus=1`) has no value for one to replace."""
+    text: str
+    replaced: bool = True
+
+
+def one_each(link) -> tuple[dict[str, str], dict[str, str]]:
     """A link's keys with one value each, and a note for each key given twice with different values: ambiguous,
     as `--set` twice is on the command line, so it is dropped and said (Streamlit alone keeps the last in
     silence). The same value given twice is kept. link: st.query_params (its keys, and get_all of each)."""
-    query, notes = {}, []
+    query, notes = {}, {}
     for key in link:
         values = link.get_all(key)
         distinct = list(dict.fromkeys(values))
         if len(distinct) == 1:
             query[key] = distinct[0]
         else:  # get_all of a key the link has is never empty
-            notes.append(f"{key} (given {len(values)} times: {' and '.join(repr(v) for v in distinct)})")
+            notes[key] = f"{key} (given {len(values)} times: {' and '.join(repr(v) for v in distinct)})"
     return query, notes
 
 
-def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
+def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
     """The scenario a shared URL describes. Bad values fall back to defaults and are reported, not fatal."""
     ignored = []
     name = query.get("preset", DEFAULT_PRESET)
     if name not in presets():
-        ignored.append(f"preset={name!r} (unknown; available: {', '.join(presets())})")
+        ignored.append(Ignored(f"preset={name!r} (unknown; available: {', '.join(presets())})"))
         name = DEFAULT_PRESET
     base = load_preset(name).params
     proto, start = query.get("protocol"), resolve(base, preset=name)
@@ -56,7 +63,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
             if e.name not in trial:  # a value the link did not set: find the culprits one at a time, below
                 errors.clear()
                 break
-            errors[e.name] = e.short
+            errors[e.name] = Ignored(e.short, not e.foreign)
             del trial[e.name]
         except LeakdemoError:
             errors.clear()
@@ -69,7 +76,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
                 resolve(base, trial, preset=name)
                 accepted = trial
             except LeakdemoError as e:
-                errors[key] = e.short if isinstance(e, ParamError) else str(e)
+                errors[key] = Ignored(e.short, not e.foreign) if isinstance(e, ParamError) else Ignored(str(e))
                 left.append(key)
         if len(left) == len(keys):
             break
@@ -82,7 +89,7 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[str]]:
             check_source(scenario)
         except ParamError as e:
             if e.name == "images":
-                ignored.append(str(e))
+                ignored.append(Ignored(str(e)))
                 accepted.pop("images")
                 scenario = resolve(base, accepted, preset=name)
     return scenario, ignored

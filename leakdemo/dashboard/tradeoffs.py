@@ -28,7 +28,7 @@ from ..words import plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .shared import ignored_line, run_pool, stacked_when_narrow, tab_alive
-from .state import one_each, to_query
+from .state import Ignored, one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
 CUSTOM = "custom"
@@ -84,33 +84,34 @@ def _init_from_query() -> None:
     a bad value is reported and left at its default."""
     if "t_sweep" in st.session_state:
         return
-    q, problems = one_each(st.query_params)
+    q, twice = one_each(st.query_params)
+    problems = []
     custom_keys = [k for k in q if k != "sweep"]
     # a hand-written link that names a preset, defense or range but no sweep means a custom one
     name = q.get("sweep", CUSTOM if {"preset", "defense", "vary"} & set(q) else "sweep-dp-dlg")
     if name != CUSTOM and name not in sweeps():
-        problems.append(f"sweep={name!r} (unknown; built-in: {', '.join(sweeps())})")
+        problems.append(Ignored(f"sweep={name!r} (unknown; built-in: {', '.join(sweeps())})"))
         name = "sweep-dp-dlg"
     st.session_state["t_sweep"] = name
     if name != CUSTOM and custom_keys:  # the sidebar would drop them in silence
-        problems.append(f"{', '.join(custom_keys)} (a built-in sweep sets its own scenario; "
-                        f"sweep=custom takes them)")
+        problems.append(Ignored(f"{', '.join(custom_keys)} (a built-in sweep sets its own scenario; "
+                                f"sweep=custom takes them)", replaced=False))
         q = {}
     st.session_state["t_preset"] = q.get("preset", "dlg") if q.get("preset", "dlg") in presets() else "dlg"
     if q.get("preset") and q["preset"] not in presets():
-        problems.append(f"preset={q['preset']!r} (unknown)")
+        problems.append(Ignored(f"preset={q['preset']!r} (unknown)"))
     st.session_state["t_defense"] = q.get("defense", "dp-gaussian")
     defenses = _sweepable_defenses(st.session_state["t_preset"])
     if q.get("defense") is not None and q["defense"] not in defenses:  # the sidebar would swap it in silence
-        problems.append(f"defense={q['defense']!r}" + (f" with vary={q['vary']!r}" if "vary" in q else "")
-                        + f" (preset {st.session_state['t_preset']} sweeps {', '.join(defenses)})")
+        problems.append(Ignored(f"defense={q['defense']!r}" + (f" with vary={q['vary']!r}" if "vary" in q else "")
+                                + f" (preset {st.session_state['t_preset']} sweeps {', '.join(defenses)})"))
     st.session_state["t_vary"] = q.get("vary", "dp_sigma=1e-4..1:6")
     try:
         seeds = int(q.get("seeds", "1"))
         if not 1 <= seeds <= MAX_SEEDS:
             raise ValueError
     except ValueError:
-        problems.append(f"seeds={q.get('seeds')!r} (must be an integer in [1, {MAX_SEEDS}])")
+        problems.append(Ignored(f"seeds={q.get('seeds')!r} (must be an integer in [1, {MAX_SEEDS}])"))
         seeds = 1
     st.session_state["t_seeds"] = seeds
     # any other key of a custom link is a scenario parameter (image_size=16, iterations=50, …): the sidebar
@@ -118,10 +119,13 @@ def _init_from_query() -> None:
     defense = st.session_state["t_defense"] if st.session_state["t_defense"] in defenses else defenses[0]
     st.session_state["t_set"], dropped = _fitting(st.session_state["t_preset"], defense,
                                                   {k: v for k, v in q.items() if k not in SPEC_KEYS})
-    st.session_state["t_problems"] = problems + dropped
+    # a name given twice: the page's own value stands for a sweep's setting or a parameter the scenario takes
+    own = set(SPEC_KEYS) | (set(load(st.session_state["t_preset"], {"defense": defense}).params)
+                            if name == CUSTOM else set())
+    st.session_state["t_problems"] = [Ignored(note, key in own) for key, note in twice.items()] + problems + dropped
 
 
-def _fitting(preset: str, defense: str, extra: dict) -> tuple[dict, list[str]]:
+def _fitting(preset: str, defense: str, extra: dict) -> tuple[dict, list[Ignored]]:
     """The link's scenario parameters that fit the preset under this defense, and what each other one broke."""
     kept, dropped = dict(extra), []
     while kept:
@@ -131,7 +135,7 @@ def _fitting(preset: str, defense: str, extra: dict) -> tuple[dict, list[str]]:
         except ParamError as e:
             if e.name not in kept:  # not one of the link's values: build() will say it on the page
                 break
-            dropped.append(e.short)
+            dropped.append(Ignored(e.short, not e.foreign))
             del kept[e.name]
         except LeakdemoError:
             break
@@ -621,8 +625,8 @@ def main() -> None:
                 "of a defense — several seeds each — and sets what the attack recovered (privacy) against what "
                 "the defense costs the federation's own learning on held-out data (utility), with the formal "
                 "ε where the defense is a differential-privacy mechanism.")
-    for msg in st.session_state.pop("t_problems", []):
-        st.warning(ignored_line(msg), icon=":material/link_off:")
+    for item in st.session_state.pop("t_problems", []):
+        st.warning(ignored_line(item), icon=":material/link_off:")
     spec = _controls()
     st.session_state["t_spec_now"] = spec
     query = {k: str(v) for k, v in spec.items()}
