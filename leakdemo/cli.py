@@ -36,6 +36,7 @@ def _unknown(extra: list[str], cmd: str, named: str | list[str] | None = None) -
     """argparse's message for arguments it does not know, plus the fix when one is a parameter's name:
     `run dlg --iterations 50` means `--set iterations=50`; `run --preset dlg` means `run dlg` (argparse
     took `dlg` as the preset, `named` here)."""
+    extra = [a for a in extra if a]  # `run dlg --preset=` left its empty value
     message = f"unrecognized arguments: {' '.join(extra)}"
     if cmd not in ("run", "sweep", "bench"):
         return message
@@ -353,11 +354,11 @@ def bench_devices(text: str | None) -> list[str | None]:
     return devices
 
 
-def bench_sets(names: list[str], overrides: dict) -> tuple[dict[str, dict], list[str]]:
+def bench_sets(names: list[str], overrides: dict, images_flag: bool = False) -> tuple[dict[str, dict], list[str]]:
     """Each row's share of `--set`, and what is said of the rest. A setting some rows do not take
     (`iterations` on PLI's rows, which count inversion_epochs) is left out of theirs: `bench --set
     iterations=50` stopped on PLI's first row with 'does not apply'. One that no row takes stays, to be
-    refused as `run` refuses it."""
+    refused as `run` refuses it. images_flag: `images` came from --images, and is said so."""
     chosen = {k: overrides[k] for k in ("protocol", "attack", "defense") if k in overrides}
     per, left_out = {}, {}
     for name in names:
@@ -377,6 +378,11 @@ def bench_sets(names: list[str], overrides: dict) -> tuple[dict[str, dict], list
                 per[name][k] = overrides[k]
             continue
         sc = rows[0][1]
+        if k == "images" and images_flag:  # vertical FL's and logit sharing's rows draw from a data set
+            notes.append(f"note: --images: {', '.join(n for n, _ in rows)} take{'s' if len(rows) == 1 else ''} "
+                         f"no named images: {'its row runs' if len(rows) == 1 else 'their rows run'} once, on "
+                         f"{'its' if len(rows) == 1 else 'their'} own data")
+            continue
         notes.append(f"note: {k} is not a setting of {', '.join(n for n, _ in rows)}: "
                      f"{'its row runs' if len(rows) == 1 else 'their rows run'} without it"
                      f"{catalog.instead_note(k, sc['protocol'], sc['attack'], sc['defense'])}")
@@ -397,7 +403,8 @@ def cmd_bench(args) -> int:
     from .data import check_source
     from .device import device_name
     # --images as one more setting: rows that take no named images (vertical FL's, logit sharing's) run once
-    sets, notes = bench_sets(names, {**overrides, **({"images": args.images} if args.images else {})})
+    sets, notes = bench_sets(names, {**overrides, **({"images": args.images} if args.images else {})},
+                             images_flag=bool(args.images))
     row_images = {name: image_lists if sets[name].pop("images", None) is not None else [None] for name in names}
     scenarios = {(name, img, dev): load(name, {**sets[name], **({"images": img} if img else {}),
                                                **({"device": dev} if dev else {})})

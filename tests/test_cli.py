@@ -201,6 +201,8 @@ def test_a_preset_given_with_a_flag_gets_the_command_without_it():
     assert "name it without --sweep: python -m leakdemo sweep sweep-dp-dlg (" in cli(
         "sweep", "--sweep=sweep-dp-dlg").stderr  # glued, the preset went missing: "arguments are required"
     assert "name it without --preset: python -m leakdemo bench dlg idlg (" in cli("bench", "--preset", "dlg", "idlg").stderr
+    assert cli("run", "dlg", "--preset=").stderr.startswith(  # empty: nothing said after the flag
+        "error: unrecognized arguments: --preset; name it without --preset: python -m leakdemo run dlg (")
 
 
 def test_a_note_said_again_and_again_is_printed_once_and_counted():
@@ -311,6 +313,8 @@ def test_bench_sets_each_row_what_it_takes_and_says_what_it_left_out():
     assert "note: iterations is not a setting of pli-digits, pli: their rows run without it; pli's counterpart " \
            "is inversion_epochs" in notes and "note: images is not a setting of pli-digits, pli: their rows run " \
            "without it" in notes
+    _, notes = bench_sets(["pli", "dlg"], {"images": "coffee"}, images_flag=True)  # as --images gave it
+    assert notes == ["note: --images: pli takes no named images: its row runs once, on its own data"], notes
     assert bench_sets(["pli", "dlg"], {"iterationz": "5"}) == ({"pli": {"iterationz": "5"}, "dlg": {"iterationz": "5"}}, [])
     assert bench_sets(["pli"], {"iterations": "5"})[0] == {"pli": {"iterations": "5"}}
     r = cli("bench", "pli-digits", "dlg", "--set", "iterationz=5")
