@@ -791,6 +791,7 @@ READ_ONLY_WHEN = {
     "pre_iterations": _SEVERAL_EPOCHS, "epoch_weight": _SEVERAL_EPOCHS, "match_labels": _SEVERAL_EPOCHS,
     "shuffle": ("epochs", lambda v: v > 1, "epochs > 1, as it reshuffles the data between epochs"),
     "lr_step1": ("solver", lambda v: v == "sgd", "solver=sgd, as least squares solves Step I exactly"),
+    "secure_aggregation": ("clients", lambda v: v > 1, "clients ≥ 2, as one client's average is its own gradient"),
 }
 
 

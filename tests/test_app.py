@@ -19,7 +19,7 @@ def lab(**query) -> AppTest:
 
 
 def widget(at, label):
-    for kind in ("selectbox", "number_input", "multiselect", "text_input"):
+    for kind in ("selectbox", "number_input", "multiselect", "text_input", "toggle"):
         for w in getattr(at.sidebar, kind):
             if w.label == label:
                 return w
@@ -284,6 +284,24 @@ def test_vertical_fl_offers_cafe_and_checks_the_tiles_in_the_sidebar():
     assert at.button[0].disabled
     widget(at, "Defense").set_value("fake-gradients").run()
     assert widget(at, "Fake σ").value == 1.05
+
+
+def test_secure_aggregation_is_greyed_with_one_client_yet_left_on_stays_at_hand_to_turn_off():
+    """One client: the average of one gradient is that gradient, so the switch is greyed out and says why. Left on
+    as the clients go down to 1 (refused, Run blocked), it must stay switchable: greyed out, it left Run blocked."""
+    at = lab(preset="dlg")
+    switch = widget(at, "Secure aggregation")
+    assert switch.disabled and "read only when clients ≥ 2" in switch.help
+    widget(at, "Clients in the round").set_value(2).run()
+    assert not widget(at, "Secure aggregation").disabled
+    widget(at, "Secure aggregation").set_value(True).run()
+    widget(at, "Clients in the round").set_value(1).run()
+    assert any(e.value.startswith("secure_aggregation: needs clients ≥ 2") for e in at.error) and at.button[0].disabled
+    assert not widget(at, "Secure aggregation").disabled
+    widget(at, "Secure aggregation").set_value(False).run()
+    assert not at.error and not at.button[0].disabled and not widget(at, "Secure aggregation").value
+    at.run()  # greyed out again from the next rerun (the last valid scenario now holds the default)
+    assert widget(at, "Secure aggregation").disabled and not at.error
 
 
 def test_a_setting_the_scenario_does_not_read_is_greyed_and_says_why():
