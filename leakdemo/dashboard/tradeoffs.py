@@ -453,13 +453,18 @@ def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -
     ys = [v for r in rows for v in ([r[key]] + list(r.get("psnr_range") or [] if key == "psnr" else []))]
     ys += [0.0, 1.0] if key == "attack_accuracy" else []  # a share: its whole scale (see SHARE_RANGE)
     lo_x, hi_x = min(xs), max(xs)
-    if utility_of(rows[0])[0] != "training_loss" and hi_x - lo_x < 0.05:
+    narrow = utility_of(rows[0])[0] != "training_loss" and hi_x - lo_x < 0.05
+    if narrow:
         # an accuracy that no defense moves (PLI's client keeps 1.0; averaging a batch costs 0.95 nothing) sits
-        # in the middle of a 0.05 span, which never goes above 1 (at 1.0 it widens leftwards)
-        hi_x = min(1.0, (lo_x + hi_x) / 2 + 0.025)
-        lo_x = hi_x - 0.05
+        # in the middle of a 0.05 span: at 1.0 too, the room past it for pictures, as the share's scale above 1
+        # on the leakage axis (its ticks stop at 1). Flush against the right edge, sweep-topk-pli's five points
+        # at 1.0 had their pictures piled on one side of them.
+        lo_x, hi_x = (lo_x + hi_x) / 2 - 0.025, (lo_x + hi_x) / 2 + 0.025
     span_x, span_y = max(hi_x - lo_x, 0.05), max(max(ys) - min(ys), 1e-3)
     x_range = [lo_x - 0.08 * span_x, hi_x + 0.08 * span_x]
+    if narrow and x_range[1] > 1.005:  # no "1.02" on a share: its hundredths up to 1
+        ticks = [k / 100 for k in range(math.ceil(x_range[0] * 100 - 1e-6), 101)]
+        fig.update_xaxes(tickmode="array", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     y_range = [min(ys) - 0.08 * span_y, max(ys) + 0.28 * span_y]
     chart = _Chart(x_range, y_range, 0.09 * span_x, 0.16 * span_y, 0.04 * span_y)
     ringed = {r["index"] for r in shown}
