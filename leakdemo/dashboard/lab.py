@@ -455,6 +455,16 @@ def shown_notes(notes: list[str], n: int = 3, done: bool = False) -> list[str]:
     return list(kept.values())[-n:]
 
 
+def _label_help(m: dict, p: dict) -> str:
+    """What the label accuracy counts, or why a run has none ("n/a" alone left a class guessing)."""
+    if m["label_accuracy"] is not None:
+        return "The share of the private labels the attack guessed right, in any order."
+    if p.get("attack") == "cafe":
+        return ("n/a: CAFE guesses the labels only through its gradient-matching term, which is off in this "
+                "run (Gradient-matching weight α = 0).")
+    return "n/a: this run's attack made no guess at the labels."
+
+
 def _figures(fin, latest, started) -> None:
     """The run's figures in a row: the final five (PLI's own five), or three while it runs."""
     if fin is not None and "attack_accuracy" in fin.metrics:
@@ -466,7 +476,8 @@ def _figures(fin, latest, started) -> None:
         cols[1].metric("SSIM", fixed(m['ssim']))
         cols[2].metric("LPIPS", "n/a" if m["lpips"] is None else small_figure(m["lpips"]),
                        help=m.get("lpips_note") or LPIPS_HELP)
-        cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}")
+        cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}",
+                       help=_label_help(m, started.scenario["params"]))
         cols[4].metric("Time", f"{fin.seconds:.1f} s")
         if m.get("lpips_note"):
             st.caption(m["lpips_note"])
