@@ -774,6 +774,7 @@ def test_the_quality_chart_marks_the_recognisable_and_recovered_bars():
     from leakdemo.scenario import from_preset
     fig, _ = _chart(RunHandle(scenario=from_preset("dlg")))
     assert [(s.y0, s.y1) for s in fig.layout.shapes] == [(20, 20), (30, 30)]
+    assert {s.layer for s in fig.layout.shapes} == {"between"}  # over the gridlines (20 dB is often a tick), under the curves
     assert [a.text for a in fig.layout.annotations] == ["20 dB: recognisable", "30 dB: recovered"]
     pli, _ = _chart(RunHandle(scenario=from_preset("pli-digits")))
     assert not pli.layout.shapes

@@ -132,14 +132,22 @@ def psnr_bars(fig, plot_px: tuple[int, int]) -> None:
     holds its curves and its y axis."""
     lo, hi = _psnr_span(fig)
     curves, placed = _psnr_curves(fig, lo, hi), []
+    xs = [x for t in fig.data for x in (t.x or ()) if x is not None]
+    x0, x1 = fig.layout.xaxis.range or ((min(xs), max(xs)) if xs else (0, 1))  # no curve yet: the axis fits the bar
     height = LABEL_PX / plot_px[1] * (hi - lo)
     for db, words, color in ((milestones.RECOGNISABLE_DB, "recognisable", "#e67e22"),
                              (milestones.RECOVERED_DB, "recovered", "#2ca02c")):
         text = f"{db:g} dB: {words}"
         where = label_place(curves + placed, db, text, height, CHAR_PX / plot_px[0])
-        fig.add_hline(y=db, line=dict(color=color, dash="dash", width=1), layer="below",
-                      annotation=dict(text=text, font=dict(size=11, color=color), bgcolor=VEIL),
-                      annotation_position=where)
+        # between the grid and the curves, so in the x axis's own units: add_hline's "below" is under the gridlines
+        # too (where 20 dB is a tick, as on Compare's axis 0, 20, 40, its gridline hid the bar, leaving its label by
+        # nothing), and plotly.js draws no "between" shape that spans the axis's domain
+        fig.add_shape(type="line", xref="x", x0=x0, x1=x1, yref="y", y0=db, y1=db, layer="between",
+                      line=dict(color=color, dash="dash", width=1))
+        fig.add_annotation(text=text, font=dict(size=11, color=color), bgcolor=VEIL, showarrow=False,
+                           xref="x domain", x=1 if where.endswith("right") else 0,
+                           xanchor="right" if where.endswith("right") else "left",
+                           yref="y", y=db, yanchor="bottom" if where.startswith("top") else "top")
         a, b, y0, y1 = label_box(where, db, text, height, CHAR_PX / plot_px[0])
         placed.append((4, [(a, y0), (b, y0), (b, y1), (a, y1), (a, y0)]))  # the next label keeps clear of it
 
