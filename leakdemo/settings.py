@@ -119,7 +119,8 @@ def fedsgd_check(p: dict) -> None:
         return
     if p["attack"] not in CLIENT_ATTACKS:
         raise ParamError("clients", f"only DLG and iDLG attack every client of a round at once; use clients=1 with "
-                         f"attack={p['attack']} (got clients={k})")
+                         f"attack={p['attack']}, or secure_aggregation=true, under which it attacks their average "
+                         f"as one batch (got clients={k})")
     if p.get("loop") != "robust":
         raise ParamError("clients", f"attacking every client at once needs loop=robust (the published loop has "
                          f"one start); got clients={k}")
