@@ -123,7 +123,8 @@ def fedsgd_check(p: dict) -> None:
                          f"as one batch (got clients={k})")
     if p.get("loop") != "robust":
         raise ParamError("clients", f"attacking every client at once needs loop=robust (the published loop has "
-                         f"one start); got clients={k}")
+                         f"one start), or secure_aggregation=true, under which it attacks their average as one "
+                         f"batch; got clients={k}")
     if p.get("trials", 1) > 1:
         raise ParamError("clients", f"each client gets one start of its own: use trials=1 with clients={k} "
                          f"(got trials={p['trials']})")

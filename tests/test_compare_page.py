@@ -200,6 +200,10 @@ def test_a_shared_link_opens_its_runs_and_unknown_ids_are_reported():
     assert not at.exception
     assert at.multiselect(key="c_runs").value == ["g3", "g5"]
     assert any("r999" in w.value for w in at.warning)
+    at = page(runs="r999")  # nothing of the link's left: the page says what it shows instead
+    assert at.multiselect(key="c_runs").value == ["g1", "g2"]
+    assert [w.value for w in at.warning] == ["Ignored from the link: runs=r999 (no such recorded run here; the page "
+                                             "opens on two showcases instead)."]
     at = page(runs="g1,g1,g2,g3,g4,g5,g6")  # each run once; at most four side by side, the rest named
     assert at.multiselect(key="c_runs").value == ["g1", "g2", "g3", "g4"]
     assert [w.value for w in at.warning] == ["Ignored from the link: runs=g5,g6 (at most 4 runs side by side)."]
@@ -418,10 +422,12 @@ def test_a_bad_scene_number_starts_at_the_first():
         at.query_params["scene"] = bad
         at.run()
         assert not at.exception and "scene 1 of 11" in " ".join(m.value for m in at.markdown)
-        assert [w.value for w in at.warning] == [f"Ignored from the link: scene={bad} (a scene number in [1, 11])."]
+        assert [w.value for w in at.warning] == [f"Ignored from the link: scene={bad} (a scene number in [1, 11]; "
+                                                 "opening on the first)."]
     at.session_state["p_pos"] = 1.0  # the replay ends with a rerun of its own: the note stays to be read
     at.run()
-    assert [w.value for w in at.warning] == ["Ignored from the link: scene=12 (a scene number in [1, 11])."]
+    assert [w.value for w in at.warning] == ["Ignored from the link: scene=12 (a scene number in [1, 11]; opening "
+                                             "on the first)."]
     at.button[1].click().run()  # Next: the user has moved on
     assert not at.warning and "scene 2 of 11" in " ".join(m.value for m in at.markdown)
     at = AppTest.from_file(PRESENT, default_timeout=120)

@@ -117,14 +117,16 @@ def _init_from_query(choices: dict) -> None:
     wanted = [x.strip() for x in asked.split(",") if x.strip()]
     known = list(dict.fromkeys(w for w in wanted if w in choices))  # each run once, in the link's order
     bad = [w for w in wanted if w not in choices]
-    problems = [f"runs={','.join(bad)} (no such recorded run here)"] if bad else []
+    showcases = [k for k in choices if k.startswith("g")][:2]  # the two that contrast a defense with none
+    instead = "; the page opens on two showcases instead" if bad and not known and showcases else ""
+    problems = [f"runs={','.join(bad)} (no such recorded run here{instead})"] if bad else []
     if len(known) > MAX_RUNS:
         problems.append(f"runs={','.join(known[MAX_RUNS:])} (at most {MAX_RUNS} runs side by side)")
         known = known[:MAX_RUNS]
     if problems:
         st.session_state["c_problems"] = problems
-    if not known:  # a first visit: the two showcases that contrast a defense with none, if shipped
-        known = [k for k in choices if k.startswith("g")][:2]
+    if not known:  # a first visit: those showcases, if shipped
+        known = showcases
     st.session_state["c_runs"] = known
     st.session_state["c_pos"] = 1.0  # the page opens on what each run rebuilt; Play replays from the first frame
     st.session_state["c_playing"] = False

@@ -81,7 +81,7 @@ def _init(rows: list[dict], choices: dict) -> None:
     except ValueError:
         n = 0
     if not 1 <= n <= len(scenes):  # a talk's bookmark to a scene the list no longer has opens on its first
-        problems.append(f"scene={asked_scene} (a scene number in [1, {len(scenes)}])")
+        problems.append(f"scene={asked_scene} (a scene number in [1, {len(scenes)}]; opening on the first)")
         n = 1
     st.session_state["p_problem"] = "; ".join(problems)
     st.session_state["p_scene"] = n - 1
