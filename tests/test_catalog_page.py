@@ -21,6 +21,11 @@ def test_the_catalog_lists_every_part_and_links_every_preset_and_sweep():
     assert "**DLG — Deep Leakage from Gradients** · `dlg` · on FedSGD, Vertical FL" in labels
     assert "`cafe` · on Vertical FL" in labels and "`none` · on every protocol" in labels
     assert "`fedsgd` · on" not in labels
+    # and a protocol names what attacks it and what defends it, without opening every attack
+    texts = [m.value for m in at.markdown]
+    assert "**Attacks:** DLM, DLM+, AGIC, Simulation (Inverting Gradients on FedAvg)  \n**Defenses:** Gaussian noise " \
+           "(DP-style), Laplace noise (DP-style), Magnitude pruning" in texts
+    assert sum(t.startswith("**Attacks:** PLI, TBI  \n**Defenses:** Noise on logits") for t in texts) == 3
     tables = [m.value for m in at.markdown if m.value.startswith("| preset |") or m.value.startswith("| sweep |")]
     assert len(tables) == 2
     # every name links to where it runs (the Lab reads ?preset=, the Trade-offs page ?sweep=), description in full

@@ -75,6 +75,8 @@ def main() -> None:
                     st.caption(f"Paper: {c.paper}")
                 if c.knowledge:
                     st.markdown("Assumes the attacker knows: " + "; ".join(c.knowledge) + ".")
+                if table is catalog.PROTOCOLS:
+                    st.markdown(_parts_on(c.name))
                 _params_table(c.params)
     st.header("Presets")
     st.caption("Ready-made scenarios: a preset's name opens it in the Attack Lab (a new tab), ready to run.")
@@ -96,6 +98,15 @@ def _works_on(c) -> str:
     if set(on) == set(catalog.PROTOCOLS):
         return " · on every protocol"
     return " · on " + ", ".join(catalog.PROTOCOLS[p].title.split(" — ")[0] for p in on)
+
+
+def _parts_on(protocol: str) -> str:
+    """The attacks and defenses that go with a protocol, named in its own entry: an attack's entry said its
+    protocols, but a reader who opened FedAvg to see what breaks it had to open all ten attacks to find out."""
+    def names(table) -> str:
+        return ", ".join(c.title.split(" — ")[0] for c in table.values()
+                         if protocol in c.protocols and c.name != "none")
+    return f"**Attacks:** {names(catalog.ATTACKS)}  \n**Defenses:** {names(catalog.DEFENSES)}"
 
 
 def _linked_table(what: str, rows: list[tuple[str, str, str, str]]) -> str:
