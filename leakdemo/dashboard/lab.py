@@ -161,13 +161,15 @@ def _help(p) -> str:
 def param_widget(p, where=st, unread: str | None = None) -> None:
     """unread: why the scenario does not read the parameter now (catalog.without_effect): greyed out, and its
     help says why — model_depth on the LeNet, AGIC's pre-reconstruction with one observed epoch. Greyed out
-    where the last valid scenario holds its default only: a value set otherwise stays at hand to set back
-    (secure aggregation left on as the clients went down to 1, which the check refuses: a greyed-out switch
-    left Run blocked for good). Not this rerun's own value: Streamlit keeps a widget's old value where the
-    same rerun draws it disabled."""
-    held = st.session_state["scenario"].params.get(p.name, p.default)
-    kw = dict(key=f"w_{p.name}", help=_help(p) + (f"\n\n**Changes nothing now:** {unread}." if unread else ""),
-              disabled=bool(unread) and held == p.default)
+    where it holds its default only: a value set otherwise stays at hand to set back (secure aggregation left
+    on as the clients went down to 1, which the check refuses: a greyed-out switch left Run blocked for good)."""
+    key = f"w_{p.name}"
+    value = st.session_state.get(key, p.default)  # this rerun's: a click's new value too
+    greyed = bool(unread) and value == p.default
+    if greyed:  # Streamlit drops the value a click just gave a widget drawn disabled, for its old one; set, it stays
+        st.session_state[key] = value
+    kw = dict(key=key, help=_help(p) + (f"\n\n**Changes nothing now:** {unread}." if unread else ""),
+              disabled=greyed)
     if p.kind == "choice":
         where.selectbox(p.title, p.choices, format_func=p.show, **kw)
     elif p.kind == "int":
