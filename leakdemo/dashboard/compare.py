@@ -421,11 +421,12 @@ def _curves(runs, pos: float) -> go.Figure:
                                  name=f"{called(ref)} · {_what(run.scenario.get('params', {}))}",
                                  line=dict(color=COLORS[i % len(COLORS)], width=3)))
     fig.add_vline(x=pos, line=dict(color="#555", dash="dot"))
-    fig.update_layout(title="PSNR over each run (x: share of its iterations)", height=320,
+    # 400 px: at 320 the plot kept 170 px of it under a two-row legend, the two bars' labels pressed together
+    fig.update_layout(title="PSNR over each run (x: share of its iterations)", height=400,
                       xaxis=dict(title="progress through the run", range=[0, 1]), yaxis_title="PSNR, dB",
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.3))
     if any(milestones.judged_by_psnr(run.finished.metrics) for _, run in runs):  # not for PLI alone
-        psnr_bars(fig, (450, 180))  # the page's width on a 1024-px laptop, the sidebar open
+        psnr_bars(fig, (450, 250))  # the page's width on a 1024-px laptop, the sidebar open
     return fig
 
 
