@@ -295,8 +295,9 @@ def _checked_request(p: dict, names: list[str], count: int, count_name: str) -> 
             meant = same_file or ([] if w.isdigit() else alike(w, names))  # digit 5000 is not "meant" as 500
             raise ParamError("images", f"unknown {source} item {w!r}{hint(meant)}; "
                                        f"available: {shown}")
-    if len(set(wanted)) != len(wanted):
-        raise ParamError("images", "lists an image twice")
+    twice = [w for i, w in enumerate(wanted) if w in wanted[:i]]
+    if twice:  # which one: a list of twelve digits left the reader to find it
+        raise ParamError("images", f"lists {twice[0]!r} twice; name each image once")
     if count > len(names):
         raise ParamError(count_name, f"must be at most {len(names)} for data={source}, got {count}")
     return wanted[:count]

@@ -35,6 +35,8 @@ def test_unknown_image_lists_the_available_ones():
     with pytest.raises(ParamError, match="^images: unknown samples item 'nope'"):
         load_batch(params(images="coffee,nope"))  # named beyond the batch of 1, still checked
     assert load_batch(params(images="coffee,rocket")).names == ["coffee"]  # the batch starts with them
+    with pytest.raises(ParamError, match="^images: lists 'rocket' twice; name each image once$"):
+        load_batch(params(images="coffee, rocket,astronaut,rocket", batch_size="3"))
 
 
 def test_source_checks_before_loading_say_what_loading_would(monkeypatch):
