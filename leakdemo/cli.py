@@ -84,41 +84,81 @@ def listed(text: str | None, option: str) -> list[str] | None:
 # ---------------------------------------------------------------- list
 
 
+SECTIONS = ("protocols", "attacks", "defenses", "run", "presets", "sweeps")
+
+
 def cmd_list(args) -> int:
+    """The catalog, or one section of it (`list attacks`) or one part (`list cafe`): the whole of it is 250
+    lines, and `list attacks` was refused as an unknown argument."""
+    from .sweeps import sweeps
+    d = catalog.describe()
+    d["presets"] = [{"name": p.name, "title": p.title, "description": p.description, "params": p.params}
+                    for p in presets().values()]
+    d["sweeps"] = [{"name": w.name, "title": w.title, "description": w.description, "base": w.base, "set": w.set,
+                    "vary": w.vary, "seeds": w.seeds} for w in sweeps().values()]
+    widths = _list_widths(d)
+    if args.what is not None:
+        d = _list_only(d, args.what)
     if args.json:
-        d = catalog.describe()
-        d["presets"] = [{"name": p.name, "title": p.title, "description": p.description} for p in presets().values()]
-        from .sweeps import sweeps
-        d["sweeps"] = [{"name": w.name, "title": w.title, "description": w.description, "base": w.base,
-                        "vary": w.vary, "seeds": w.seeds} for w in sweeps().values()]
         print(json.dumps(d, indent=2))
         return 0
-    d = catalog.describe()
-    sections = [c for section in ("protocols", "attacks", "defenses") for c in d[section]]
-    every = [p for c in sections for p in c["params"]] + d["run"]
-    width = max(len(c["name"]) for c in sections)  # `logit-temperature` pushed its title out of line
-    setting = max(len(f"{p['name']}={p['default']}") for p in every)  # so each range starts in one column
-    for section in ("protocols", "attacks", "defenses"):
-        print(section.upper())
-        for c in d[section]:
-            extra = f"   [with: {', '.join(c['protocols'])}]" if "protocols" in c else ""
-            print(f"  {c['name']:<{width}} {c['title']}{extra}")
-            print(f"  {'':<{width}} {c['summary']}")
-            for p in c["params"]:
-                print(f"  {'':<{width + 3}}{_param_line(p, setting)}")
-        print()
-    print("RUN")
-    for p in d["run"]:
-        print(f"  {'':<{width + 3}}{_param_line(p, setting)}")
-    print("\nPRESETS")
-    width = max(map(len, presets()))
-    for p in presets().values():
-        print(f"  {p.name:<{width}} {p.title}")
-    from .sweeps import sweeps
-    print("\nSWEEPS (python -m leakdemo sweep NAME)")
-    for w in sweeps().values():
-        print(f"  {w.name:<26} {w.title}")
+    _print_catalog(d, *widths, whole=args.what in SECTIONS or args.what is None)
     return 0
+
+
+def _list_only(d: dict, what: str) -> dict:
+    """The catalog cut down to one section, or to what is named `what`: a protocol, an attack or a defense, a
+    preset (its settings), a sweep — `cafe` is an attack and a preset, and both are listed."""
+    if what in SECTIONS:
+        return {what: d[what]}
+    found = {section: [c for c in d[section] if c["name"] == what] for section in SECTIONS if section != "run"}
+    found = {section: items for section, items in found.items() if items}
+    if found:
+        return found
+    names = [c["name"] for section in SECTIONS if section != "run" for c in d[section]]
+    raise LeakdemoError(f"list: {what!r} is none of the catalog's sections or names{hint(alike(what, SECTIONS + tuple(names)))}; "
+                        f"sections: {', '.join(SECTIONS)}; or a protocol, attack, defense, preset or sweep "
+                        "(`python -m leakdemo list` shows them all)")
+
+
+def _list_widths(d: dict) -> tuple[int, int]:
+    """The name column's width and the setting column's, from the whole catalog: one part listed alone lines up
+    as it does in the whole list."""
+    parts = [c for section in ("protocols", "attacks", "defenses") for c in d[section]]
+    every = [p for c in parts for p in c["params"]] + d["run"]
+    # `logit-temperature` pushed its title out of line; each range starts in one column
+    return max(len(c["name"]) for c in parts), max(len(f"{p['name']}={p['default']}") for p in every)
+
+
+def _print_catalog(d: dict, width: int, setting: int, whole: bool = True) -> None:
+    """whole: a section or all of them, a line for each preset and sweep; else the ones named, in full."""
+    blocks = []
+    for section in ("protocols", "attacks", "defenses"):
+        if section in d:
+            lines = [section.upper()]
+            for c in d[section]:
+                extra = f"   [with: {', '.join(c['protocols'])}]" if "protocols" in c else ""
+                lines += [f"  {c['name']:<{width}} {c['title']}{extra}", f"  {'':<{width}} {c['summary']}"]
+                lines += [f"  {'':<{width + 3}}{_param_line(p, setting)}" for p in c["params"]]
+            blocks.append(lines)
+    if "run" in d:
+        blocks.append(["RUN"] + [f"  {'':<{width + 3}}{_param_line(p, setting)}" for p in d["run"]])
+    if "presets" in d and whole:
+        names = max(len(p["name"]) for p in d["presets"])
+        blocks.append(["PRESETS"] + [f"  {p['name']:<{names}} {p['title']}" for p in d["presets"]])
+    elif "presets" in d:
+        blocks += [[f"PRESET {p['name']} (python -m leakdemo run {p['name']})", f"  {p['title']}",
+                    f"  {p['description']}", "  " + " ".join(f"{k}={value_text(v)}" for k, v in p["params"].items())]
+                   for p in d["presets"]]
+    if "sweeps" in d and whole:
+        blocks.append(["SWEEPS (python -m leakdemo sweep NAME)"] + [f"  {w['name']:<26} {w['title']}" for w in d["sweeps"]])
+    elif "sweeps" in d:
+        blocks += [[f"SWEEP {w['name']} (python -m leakdemo sweep {w['name']})", f"  {w['title']}",
+                    f"  {w['description']}",
+                    f"  preset {w['base']}" + "".join(f" {k}={value_text(v)}" for k, v in w["set"].items())
+                    + f"; varies {'; '.join(w['vary'])}; {plural(w['seeds'], 'seed')} each"]
+                   for w in d["sweeps"]]
+    print("\n\n".join("\n".join(b) for b in blocks))
 
 
 def _param_line(p: dict, setting: int) -> str:
@@ -722,6 +762,8 @@ def main(argv=None) -> int:
     ap = _Parser(prog="python -m leakdemo", description="leakdemo: watch federated learning leak training data.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
     p = sub.add_parser("list", help="protocols, attacks, defenses, presets and their parameters")
+    p.add_argument("what", nargs="?", metavar="SECTION_OR_PART",
+                   help=f"only one section ({', '.join(SECTIONS)}) or one protocol, attack or defense (e.g. cafe)")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
     p = sub.add_parser("run", help="run a preset or a scenario.json")
     p.add_argument("scenario", metavar="PRESET_OR_JSON",

@@ -37,6 +37,23 @@ def test_list_lines_up_its_columns_and_gives_integer_bounds_in_full():
     assert len(titles) == 1, titles
 
 
+def test_list_takes_one_section_or_one_name():
+    """The whole list is 250 lines: `list attacks` gives one section, `list cafe` the attack and the preset of
+    that name in full (the preset with its settings), lined up as in the whole list; a name it lacks is refused."""
+    attacks = cli("list", "attacks").stdout
+    assert attacks.startswith("ATTACKS\n  dlg ") and "PROTOCOLS" not in attacks and "PRESETS" not in attacks
+    cafe = cli("list", "cafe")
+    assert cafe.stdout.startswith("ATTACKS\n  cafe              CAFE — catastrophic data leakage in vertical FL")
+    assert "\nPRESET cafe (python -m leakdemo run cafe)\n" in cafe.stdout and "  protocol=vfl attack=cafe " in cafe.stdout
+    whole = cli("list").stdout
+    assert all(line in whole for line in cafe.stdout.split("\nPRESET")[0].splitlines())  # same columns
+    assert "preset dlg image_size=16 iterations=100 defense=dp-gaussian; varies dp_sigma=" in cli("list", "sweep-dp-dlg").stdout
+    assert set(json.loads(cli("list", "cafe", "--json").stdout)) == {"attacks", "presets"}
+    r = cli("list", "atacks")
+    assert r.returncode == 2 and r.stderr.startswith("error: list: 'atacks' is none of the catalog's sections or "
+                                                     "names (did you mean attacks?); sections: protocols, ")
+
+
 def make_run(port) -> subprocess.CompletedProcess:
     """`make run` as the README gives it, with this interpreter and without (re)building .venv."""
     return subprocess.run(["make", "-s", "-o", ".venv/.installed", "run", f"PORT={port}", f"PY={sys.executable}"],
