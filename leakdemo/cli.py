@@ -417,14 +417,13 @@ def bench_sets(names: list[str], overrides: dict, images_flag: bool = False) -> 
             for name, _ in rows:
                 per[name][k] = overrides[k]
             continue
-        sc = rows[0][1]
+        sc, one = rows[0][1], len(rows) == 1
+        named, run = ", ".join(n for n, _ in rows), "its row runs" if one else "their rows run"
         if k == "images" and images_flag:  # vertical FL's and logit sharing's rows draw from a data set
-            notes.append(f"note: --images: {', '.join(n for n, _ in rows)} take{'s' if len(rows) == 1 else ''} "
-                         f"no named images: {'its row runs' if len(rows) == 1 else 'their rows run'} once, on "
-                         f"{'its' if len(rows) == 1 else 'their'} own data")
+            notes.append(f"note: --images: {named} take{'s' if one else ''} no named images: {run} once, on "
+                         f"{'its' if one else 'their'} own data")
             continue
-        notes.append(f"note: {k} is not a setting of {', '.join(n for n, _ in rows)}: "
-                     f"{'its row runs' if len(rows) == 1 else 'their rows run'} without it"
+        notes.append(f"note: {k} is not a setting of {named}: {run} without it"
                      f"{catalog.instead_note(k, sc['protocol'], sc['attack'], sc['defense'])}")
     return per, notes
 
