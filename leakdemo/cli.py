@@ -88,7 +88,7 @@ SECTIONS = ("protocols", "attacks", "defenses", "run", "presets", "sweeps")
 
 
 def cmd_list(args) -> int:
-    """The catalog, or one section of it (`list attacks`) or one part (`list cafe`): the whole of it is 250
+    """The catalog, or one section of it (`list attacks`) or one name (`list cafe`): the whole of it is 250
     lines, and `list attacks` was refused as an unknown argument."""
     from .sweeps import sweeps
     d = catalog.describe()
@@ -761,8 +761,9 @@ def main(argv=None) -> int:
     ap = _Parser(prog="python -m leakdemo", description="leakdemo: watch federated learning leak training data.")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
     p = sub.add_parser("list", help="protocols, attacks, defenses, presets and their parameters")
-    p.add_argument("what", nargs="?", metavar="SECTION_OR_PART",
-                   help=f"only one section ({', '.join(SECTIONS)}) or one protocol, attack or defense (e.g. cafe)")
+    p.add_argument("what", nargs="?", metavar="SECTION_OR_NAME",
+                   help=f"only one section ({', '.join(SECTIONS)}), or one name in full: a protocol, attack, "
+                        "defense, preset or sweep (cafe: the attack, and the preset with its settings)")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
     p = sub.add_parser("run", help="run a preset or a scenario.json")
     p.add_argument("scenario", metavar="PRESET_OR_JSON",
