@@ -806,6 +806,15 @@ def without_effect(p, name: str) -> str | None:
     return f"it is read only when {words} (here {on}={value})"
 
 
+def no_label_guess(p: dict) -> str:
+    """Why a run of scenario `p` has no label accuracy: "n/a" alone left a class guessing. CAFE guesses the
+    labels only through its gradient-matching term (its preset's α is 0)."""
+    if p.get("attack") == "cafe":
+        return ("CAFE guesses the labels only through its gradient-matching term, which is off in this run "
+                f"(gradient_weight α = {p.get('gradient_weight', 0):g})")
+    return "this run's attack made no guess at the labels"
+
+
 def step_noun(p: dict) -> str:
     """What one step of the attack is called where it is counted: PLI and TBI train their inversion networks
     epoch by epoch ("inversion epoch", the accuracy chart's axis), every other attack takes iterations."""

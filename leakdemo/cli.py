@@ -237,7 +237,7 @@ def execute(scenario: Scenario, jsonl: bool = False, out_dir: str | None = None,
     raise LeakdemoError("the run ended without a result")
 
 
-def _summary(ev: Finished) -> str:
+def _summary(ev: Finished, p: dict) -> str:
     m = ev.metrics
     lp = small_figure(m["lpips"]) if m["lpips"] is not None else "n/a"
     la = f"{m['label_accuracy']:.2f}" if m["label_accuracy"] is not None else "n/a"
@@ -252,7 +252,8 @@ def _summary(ev: Finished) -> str:
     when = milestones.sentence(ev.history, m, ev.status == "finished")
     return (head
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
-            + "".join(f"\n  {line}" for line in ([when] if when else []) + _vfl_lines(m) + _logit_lines(m))
+            + "".join(f"\n  {line}" for line in ([when] if when else []) + _vfl_lines(m) + _logit_lines(m)
+                      + ([f"label accuracy n/a: {catalog.no_label_guess(p)}"] if la == "n/a" and "attack_accuracy" not in m else []))
             + (f"\n  privacy: {privacy.line(m)}" if m.get("privacy") else ""))
 
 
@@ -305,7 +306,7 @@ def cmd_run(args) -> int:
     scenario = load(args.scenario, overrides)
     ev = execute(scenario, jsonl=args.jsonl, out_dir=args.out, store=open_store(), fresh=args.fresh)
     if not args.jsonl:
-        print(_summary(ev))
+        print(_summary(ev, scenario.params))
         if ev.metrics.get("note"):
             print(f"  (the attack {ev.metrics['note']})")
         if ev.metrics.get("lpips_note"):

@@ -362,6 +362,19 @@ def test_bench_side_by_side_has_a_device_column_medians_and_the_speed_up(monkeyp
     assert "cuda reached 30 dB" in lines[-1] and " than cpu (medians)" in lines[-1]  # N× sooner (or later)
 
 
+def test_a_run_without_label_accuracy_says_why():
+    """CAFE's preset leaves gradient matching off (α = 0), the one term through which it guesses labels: the
+    summary's "label accuracy n/a" said nothing of why, the Lab's help did; both now read the catalog's reason."""
+    from leakdemo.cli import _summary
+    from leakdemo.events import Finished
+    metrics = {"psnr": 31.0, "ssim": 0.9, "lpips": None, "label_accuracy": None}
+    lines = _summary(Finished("finished", metrics, None, 1.0, 10), {"attack": "cafe", "gradient_weight": 0.0})
+    assert lines.splitlines()[-1] == ("  label accuracy n/a: CAFE guesses the labels only through its gradient-"
+                                      "matching term, which is off in this run (gradient_weight α = 0)")
+    metrics["label_accuracy"] = 1.0
+    assert "label accuracy n/a" not in _summary(Finished("finished", metrics, None, 1.0, 10), {"attack": "cafe"})
+
+
 def test_the_privacy_line_says_each_thing_once():
     """The run's summary names the privacy guarantee once: "no formal guarantee: without clipping …", not
     "no formal guarantee — no formal guarantee: …"; an ε is followed by how it was accounted."""
@@ -374,7 +387,7 @@ def test_the_privacy_line_says_each_thing_once():
         g = guarantee(from_preset("dlg", params).params)
         metrics = {"psnr": 14.8, "ssim": 0.5, "lpips": None, "label_accuracy": 1.0, "privacy": describe(g),
                    "privacy_note": g["note"]}
-        return _summary(Finished("finished", metrics, None, 1.0, 10)).splitlines()[-1]
+        return _summary(Finished("finished", metrics, None, 1.0, 10), params).splitlines()[-1]
 
     assert line(defense="dp-gaussian", dp_sigma=0.01) == (
         "  privacy: no formal guarantee: without clipping (dp_clip = 0) one image can move the payload without "

@@ -170,7 +170,7 @@ def test_pli_recovers_private_classes_and_beats_tbi(tmp_path):
     # Compare's picker gave only that PSNR, which is against each class's mean private image
     from leakdemo.cli import _summary
     from leakdemo.store import RunStore
-    summary = _summary(fin)
+    summary = _summary(fin, {"attack": "pli"})
     assert summary.startswith(f"Finished: attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{n} "
                               "target classes)") and "label accuracy" not in summary, summary
     assert f"target classes), {fin.iterations} inversion epochs in " in summary  # as the Lab counts them

@@ -458,13 +458,10 @@ def shown_notes(notes: list[str], n: int = 3, done: bool = False) -> list[str]:
 
 
 def _label_help(m: dict, p: dict) -> str:
-    """What the label accuracy counts, or why a run has none ("n/a" alone left a class guessing)."""
+    """What the label accuracy counts, or why a run has none."""
     if m["label_accuracy"] is not None:
         return "The share of the private labels the attack guessed right, in any order."
-    if p.get("attack") == "cafe":
-        return ("n/a: CAFE guesses the labels only through its gradient-matching term, which is off in this "
-                "run (Gradient-matching weight α = 0).")
-    return "n/a: this run's attack made no guess at the labels."
+    return f"n/a: {catalog.no_label_guess(p)}."
 
 
 def _figures(fin, latest, started) -> None:
