@@ -116,8 +116,8 @@ def _list_only(d: dict, what: str) -> dict:
     if found:
         return found
     names = [c["name"] for section in SECTIONS if section != "run" for c in d[section]]
-    raise LeakdemoError(f"list: {what!r} is none of the catalog's sections or names{hint(alike(what, SECTIONS + tuple(names)))}; "
-                        f"sections: {', '.join(SECTIONS)}; or a protocol, attack, defense, preset or sweep "
+    meant = hint(alike(what, SECTIONS + tuple(names)))
+    raise LeakdemoError(f"list: {what!r} is none of the catalog's sections or names{meant}; sections: {', '.join(SECTIONS)}; or a protocol, attack, defense, preset or sweep "
                         "(`python -m leakdemo list` shows them all)")
 
 
@@ -151,7 +151,8 @@ def _print_catalog(d: dict, width: int, setting: int, whole: bool = True) -> Non
                     f"  {p['description']}", "  " + " ".join(f"{k}={value_text(v)}" for k, v in p["params"].items())]
                    for p in d["presets"]]
     if "sweeps" in d and whole:
-        blocks.append(["SWEEPS (python -m leakdemo sweep NAME)"] + [f"  {w['name']:<26} {w['title']}" for w in d["sweeps"]])
+        blocks.append(["SWEEPS (python -m leakdemo sweep NAME)"]
+                      + [f"  {w['name']:<26} {w['title']}" for w in d["sweeps"]])
     elif "sweeps" in d:
         blocks += [[f"SWEEP {w['name']} (python -m leakdemo sweep {w['name']})", f"  {w['title']}",
                     f"  {w['description']}",
@@ -250,10 +251,10 @@ def _summary(ev: Finished, p: dict) -> str:
         head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}, label accuracy {la}, "
                 f"{ev.iterations} iterations in {ev.seconds:.1f} s")
     when = milestones.sentence(ev.history, m, ev.status == "finished")
+    why = [f"label accuracy n/a: {catalog.no_label_guess(p)}"] if la == "n/a" and "attack_accuracy" not in m else []
     return (head
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
-            + "".join(f"\n  {line}" for line in ([when] if when else []) + _vfl_lines(m) + _logit_lines(m)
-                      + ([f"label accuracy n/a: {catalog.no_label_guess(p)}"] if la == "n/a" and "attack_accuracy" not in m else []))
+            + "".join(f"\n  {line}" for line in ([when] if when else []) + _vfl_lines(m) + _logit_lines(m) + why)
             + (f"\n  privacy: {privacy.line(m)}" if m.get("privacy") else ""))
 
 

@@ -795,7 +795,7 @@ def test_a_bar_s_label_keeps_off_the_curve_that_ends_along_it():
     """A run that ends at 31–35 dB (AGIC's showcase: 32.9 dB) ran along "30 dB: recovered" at the chart's right,
     where a class reads the final value: the label goes where no curve runs, and stays above the bar at the
     right where that is free."""
-    from leakdemo.dashboard.compare import _curves
+    from leakdemo.dashboard.compare import PLOT_PX, _curves
     from leakdemo.dashboard.lab import _chart
     from leakdemo.dashboard.pool import RunHandle
     from leakdemo.gallery import open_gallery, showcase_rows
@@ -819,6 +819,6 @@ def test_a_bar_s_label_keeps_off_the_curve_that_ends_along_it():
     from leakdemo.dashboard.shared import _psnr_span
     fig = _curves([("g4", agic)], 1.0)
     lo, hi = _psnr_span(fig)
-    height = LABEL_PX / 250 * (hi - lo)  # the plot's height and width at their narrowest (compare._curves)
-    a, b, y0, y1 = label_box(_label_spot(fig, "30 dB: recovered"), 30, "30 dB: recovered", height, CHAR_PX / 450)
+    height = LABEL_PX / PLOT_PX[1] * (hi - lo)
+    a, b, y0, y1 = label_box(_label_spot(fig, "30 dB: recovered"), 30, "30 dB: recovered", height, CHAR_PX / PLOT_PX[0])
     assert _meets(list(zip(fig.data[0].x, fig.data[0].y)), a, b, y0 - height / 2, y1 + height / 2) == 0  # with room

@@ -409,6 +409,9 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
         st.rerun()
 
 
+PLOT_PX = (450, 250)  # the PSNR chart's plot at its narrowest, w × h: a 1024-px laptop, the sidebar open
+
+
 def _curves(runs, pos: float) -> go.Figure:
     fig = go.Figure()
     for i, (ref, run) in enumerate(runs):
@@ -426,7 +429,7 @@ def _curves(runs, pos: float) -> go.Figure:
                       xaxis=dict(title="progress through the run", range=[0, 1]), yaxis_title="PSNR, dB",
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.3))
     if any(milestones.judged_by_psnr(run.finished.metrics) for _, run in runs):  # not for PLI alone
-        psnr_bars(fig, (450, 250))  # the page's width on a 1024-px laptop, the sidebar open
+        psnr_bars(fig, PLOT_PX)
     return fig
 
 
