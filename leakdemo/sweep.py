@@ -86,7 +86,7 @@ def parse_axis(text: str, base: Scenario) -> Axis:
     if ".." in spec:
         if p.kind not in ("int", "float"):
             raise ParamError(name, f"a range needs a number parameter; give the values instead, e.g. "
-                                   f"{name}={','.join(str(c) for c in (p.choices or (True, False))[:3])}")
+                                   f"{name}={','.join(str(c) for c in (p.choices or ('true', 'false'))[:3])}")
         rng, _, count = spec.partition(":")
         lo_text, _, hi_text = rng.partition("..")
         try:

@@ -54,6 +54,11 @@ def test_axes_follow_the_catalog():
     ("defense=none,prune", "defense: cannot be swept"),
     ("seed=1,2,3", "seed: cannot be swept: every point already runs the sweep's seeds per point"),
     ("dp_sigma", "--vary: expected NAME=LOW..HIGH:N or NAME=a,b,c"),
+    # the example is one to type: lowercase booleans, as --set and --vary take them
+    ("secure_aggregation=0..1:2", "secure_aggregation: a range needs a number parameter; give the values instead, "
+                                  "e.g. secure_aggregation=true,false"),
+    ("model=lenet..mlp:2", "model: a range needs a number parameter; give the values instead, e.g. "
+                           "model=lenet,mlp,convnet"),
 ])
 def test_bad_axes_name_the_parameter(text, message):
     with pytest.raises(LeakdemoError) as e:
