@@ -229,7 +229,8 @@ LOGIT_PROTOCOLS = ("fedmd", "ds-fl", "fedgems")
 
 _COMPILE = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile: with racing "
           "starts on a CPU ~2× (DLG) to 5× (Inverting Gradients) faster per step, but building it takes 1–4 s per "
-          "run (up to a minute the first time a shape is seen on a machine, two for a deep ResNet; Stop ends it), "
+          "run (up to a minute the first time a shape is seen on a machine; two for a deep ResNet, ~15 s more per "
+          "local step of a FedAvg update; Stop ends it), "
           "about what one CPU start saves; auto = on for racing starts and on a GPU (but not for one start of a "
           "one-off `python -m leakdemo run`, whose build, 20–29 s on an H200, costs more than it saves), off "
           "otherwise. Falls back to eager, with a note, where it cannot be built",

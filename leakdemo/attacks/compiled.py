@@ -23,9 +23,10 @@ import torch
 from ..settings import cache_dir
 
 Packed = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # z (K, ...) -> loss (K,), ∂loss/∂z (K, ...)
-# the page's note; measured on 2 cores: LeNet/ConvNet 15–30 s, a ResNet's racing starts 44 s (depth 1) to 112 s (4)
-COMPILING = ("compiling the objective (the first time for this shape on this machine: up to a minute, two for a "
-             "deep ResNet)")
+# the page's note; measured on 2 cores: LeNet/ConvNet 15–30 s, a ResNet's racing starts 44 s (depth 1) to 112 s (4),
+# DLM+'s 4 racing starts 29 s on one local step and 72 s on four (each step is unrolled into the objective)
+COMPILING = ("compiling the objective (the first time for this shape on this machine: up to a minute; two for a "
+             "deep ResNet, and ~15 s more for each local step of a FedAvg update)")
 AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the eager one this closely (relative)
 
 
