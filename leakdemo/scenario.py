@@ -252,7 +252,18 @@ def from_dict(d: Any, overrides: Mapping[str, Any] | None = None) -> Scenario:
         raise LeakdemoError(f"scenario: expected a JSON object with a 'params' object, "
                             f'{{"preset": NAME, "params": {{NAME: VALUE, …}}}} as `run --out` writes; got {got}')
     name = d.get("preset") or d.get("name") or "custom"
-    return resolve(d["params"], overrides, preset=str(name))
+    sc = resolve(d["params"], overrides, preset=str(name))
+    note = format_note(d)
+    return replace(sc, warnings=(note, *sc.warnings)) if note else sc
+
+
+def format_note(d: dict) -> str | None:
+    """What a file of another format (a newer leakdemo's: its settings may mean more than this one reads in
+    them) is told; None for this format, or none (a preset file)."""
+    fmt = d.get("format", FORMAT)
+    if fmt == FORMAT:
+        return None
+    return f"format: {fmt!r} is not {FORMAT} (what this leakdemo writes and reads); the params were read as {FORMAT}"
 
 
 def load(spec: str, overrides: Mapping[str, Any] | None = None) -> Scenario:

@@ -152,8 +152,14 @@ def test_scenario_round_trips_through_json(tmp_path):
     path = tmp_path / "scenario.json"
     path.write_text(s.to_json())
     again = from_file(str(path))
-    assert again.params == s.params and again.preset == "dlg"
+    assert again.params == s.params and again.preset == "dlg" and not again.warnings
     assert s.diff_from_preset() == {"seed": 3, "images": "rocket"}
+    # a newer leakdemo's file is read, and said: its settings may mean more than this one reads in them
+    path.write_text(s.to_json().replace("leakdemo-scenario/1", "leakdemo-scenario/2"))
+    newer = from_file(str(path))
+    assert newer.params == s.params
+    assert newer.warnings == ("format: 'leakdemo-scenario/2' is not leakdemo-scenario/1 (what this leakdemo writes "
+                              "and reads); the params were read as leakdemo-scenario/1",)
 
 
 def test_bad_scenario_files_give_one_line(tmp_path):

@@ -21,7 +21,7 @@ from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upl
 from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
-from ..scenario import from_dict, presets
+from ..scenario import format_note, from_dict, presets
 from ..words import fixed, plural, small_figure, three_digits
 from . import state
 from .axes import RUN_FRAME, log_axis
@@ -144,10 +144,15 @@ def _on_scenario_file() -> None:
     if f is None:
         return
     try:
-        s = from_dict(json.loads(f.getvalue().decode("utf-8")))
+        d = json.loads(f.getvalue().decode("utf-8"))
+        s = from_dict(d)
         st.session_state["preset"] = s.preset if s.preset in presets() else st.session_state["preset"]
         _push_to_widgets(s)
-        st.session_state["loaded_note"] = "Scenario loaded from file: press Run attack to replay it exactly."
+        # what the file alone says, under the note (the page says what its settings say, from the settings)
+        other_format = format_note(d)
+        st.session_state["loaded_warnings"] = [other_format] if other_format else []
+        st.session_state["loaded_note"] = ("Scenario loaded from file: press Run attack to replay it"
+                                           + ("." if other_format else " exactly."))
     except (LeakdemoError, ValueError, UnicodeDecodeError) as e:
         st.session_state["loaded_note"] = f"error: that file is not a leakdemo scenario ({e})"
 
@@ -639,6 +644,8 @@ def main() -> None:
     note = st.session_state.pop("loaded_note", None)
     if note:
         (st.error if note.startswith("error") else st.info)(note)
+    for w in st.session_state.pop("loaded_warnings", []):
+        st.warning(w, icon=":material/warning:")
     if st.session_state.get("choice_error"):
         st.error(st.session_state.pop("choice_error"))
 
