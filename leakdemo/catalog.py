@@ -232,8 +232,10 @@ _COMPILE = Param("compile", "choice", "auto", "evaluate the objective compiled b
           "run (up to a minute the first time a shape is seen on a machine; two for a deep ResNet, ~15 s more per "
           "local step of a FedAvg update; Stop ends it), "
           "about what one CPU start saves; auto = on for racing starts and on a GPU (but not for one start of a "
-          "one-off `python -m leakdemo run`, whose build, 20–29 s on an H200, costs more than it saves), off "
-          "otherwise. Falls back to eager, with a note, where it cannot be built",
+          "one-off `python -m leakdemo run`, whose build, 20–29 s on an H200, costs more than it saves); for one "
+          "start on a CPU, on in the dashboard where its worker already holds the build (its warm-up builds the "
+          "dlg and dlm-plus presets': about 2× the steps per second), off otherwise. Falls back to eager, with a "
+          "note, where it cannot be built",
           choices=("auto", "on", "off"), label="Compile the objective")
 _COMPILE_GPU = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile (captured in CUDA "
                      "graphs on a GPU); auto = for racing starts on a GPU only: AGIC's compiled objective is slower "

@@ -95,6 +95,40 @@ def test_dlg_with_the_compiled_objective_recovers_the_image():
     assert events[-1].status == "finished" and events[-1].metrics["psnr"] > 30, events[-1].metrics["psnr"]
 
 
+def test_a_worker_runs_one_cpu_start_compiled_only_with_a_build_it_holds(monkeypatch):
+    """The dashboard's workers (HELD_BUILDS) run one CPU start compiled where they already hold the build —
+    their warm-up builds the dlg preset's — and eagerly elsewhere, building nothing and saying nothing: a build
+    there (16–20 s the first time on a machine) would cost about what the run saves."""
+    from torch._dynamo.utils import counters
+    cpu = torch.device("cpu")
+    assert not compiled.only_held({"compile": "auto"}, cpu, 1)  # only a process that keeps its builds
+    monkeypatch.setattr(compiled, "HELD_BUILDS", True)
+    assert compiled.wanted({"compile": "auto"}, cpu, 1, held=True) and compiled.only_held({"compile": "auto"}, cpu, 1)
+    assert not compiled.wanted({"compile": "auto"}, cpu, 1)  # an attack that cannot use one (Inverting Gradients)
+    assert not compiled.only_held({"compile": "on"}, cpu, 1) and not compiled.only_held({"compile": "auto"}, cpu, 4)
+    assert not compiled.only_held({"compile": "auto"}, torch.device("cuda"), 1)
+
+    def run(**settings):
+        events = list(Run(from_preset("dlg", {"iterations": 40, **settings})).events())
+        notes = [e.note for e in events if isinstance(e, Progress) and e.note]
+        stages = [e.stage for e in events if isinstance(e, Progress) and e.stage]
+        return events[-1], notes, stages
+
+    built = counters["stats"]["unique_graphs"]
+    fin, notes, stages = run(image_size=12, images="coffee")  # a shape nothing here has built
+    assert counters["stats"]["unique_graphs"] == built and not stages, stages
+    assert not any("compile" in n for n in notes), notes
+    assert fin.status == "finished" and fin.metrics["psnr"] > 30, fin.metrics["psnr"]
+    run(image_size=16, iterations=2, compile="on")  # what the warm-up does (no build if an earlier test made it)
+    built = counters["stats"]["unique_graphs"]
+    fin, notes, stages = run(image_size=16, images="rocket", seed=2)
+    assert counters["stats"]["unique_graphs"] == built and not stages, stages
+    assert compiled.READY in notes, notes
+    assert fin.status == "finished" and fin.metrics["psnr"] > 30, fin.metrics["psnr"]
+    f, z = _dlg_objective(size=12)
+    assert compiled.compile_objective(f, z[:1], held_only=True) == (None, None)  # the eager step stays
+
+
 def test_the_packed_lbfgs_takes_torch_lbfgs_steps():
     """The sequential loop's L-BFGS (no line search) through BatchedLBFGS: every iterate equals
     torch.optim.LBFGS's, on a curved problem, in double precision."""

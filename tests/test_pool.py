@@ -316,7 +316,7 @@ def test_runs_split_the_cores_between_them(monkeypatch):
     assert [w.threads.value for w in p._workers] == [3, 3]
 
 
-def test_a_gpu_worker_warms_up_every_preset_that_builds_a_compiled_objective():
+def test_a_worker_warms_up_every_preset_that_builds_a_compiled_objective():
     """On a GPU a preset's first run in a process builds its compiled objective (25–29 s on an H200): the
     warm-up runs each such preset at its own shape, so a class's first run finds it built. A warm-up setting
     that no longer resolves would leave the worker cold, so each is resolved here."""
@@ -326,8 +326,14 @@ def test_a_gpu_worker_warms_up_every_preset_that_builds_a_compiled_objective():
         scenario = from_preset(name, settings)
         assert scenario["iterations"] == 2 and scenario["image_size"] == from_preset(name)["image_size"]
         assert wanted(scenario, torch.device("cuda"), 1)  # its one start compiles on a GPU: the warm-up builds it
-    (name, settings), = pool_mod.warm_runs(cuda=False)  # the CPU: a small image of the default preset
-    assert from_preset(name, settings)["image_size"] == 16
+    # the CPU builds the objectives of DLG's and DLM+'s one start, at their presets' shapes: its workers run one
+    # start compiled only with a build they hold (compiled.HELD_BUILDS)
+    cpu = pool_mod.warm_runs(cuda=False)
+    assert [name for name, _ in cpu] == ["dlg", "dlm-plus"]
+    for name, settings in cpu:
+        scenario = from_preset(name, settings)
+        assert scenario["iterations"] == 2 and scenario["image_size"] == from_preset(name)["image_size"]
+        assert scenario["compile"] == "on"
 
 
 def test_a_run_goes_to_a_warm_worker_before_one_still_warming_up():

@@ -27,6 +27,7 @@ Packed = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # z (K, ..
 # DLM+'s 4 racing starts 29 s on one local step and 72 s on four (each step is unrolled into the objective)
 COMPILING = ("compiling the objective (the first time for this shape on this machine: up to a minute; two for a "
              "deep ResNet, and ~15 s more for each local step of a FedAvg update)")
+READY = "compiled the objective with torch.compile (ready from an earlier run)"  # this process built it
 AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the eager one this closely (relative)
 
 
@@ -36,30 +37,80 @@ AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the e
 # and `bench` keep their builds for the runs that follow.
 ONE_OFF = False
 
+# Set by the dashboard's workers, which run attack after attack in one process. There `auto` also compiles one
+# L-BFGS start on a CPU, but only with a build this process already holds for that objective at that shape (the
+# workers' warm-up builds the dlg preset's): held, it doubles the steps per second (dlg on 2 cores: 24–26 against
+# 10.5–12 it/s, 30 dB at a median 2.3 s against 3.9 s), while building one for a run costs about what it saves.
+# Any other shape runs eagerly at once, as before: nothing is built for it.
+HELD_BUILDS = False
 
-def wanted(p: dict, device, starts: int, pays_on_cpu: bool = True, pays_for_one_on_gpu: bool = True) -> bool:
+
+def wanted(p: dict, device, starts: int, pays_on_cpu: bool = True, pays_for_one_on_gpu: bool = True,
+           held: bool = False) -> bool:
     """p["compile"]: on, off, or auto — on for racing starts (starts > 1: the objective dominates their step)
     and on a GPU (launch-bound) unless the process runs only this one attack (ONE_OFF), off for one start on a
     CPU (building costs about what it saves). Missing: off.
     pays_on_cpu=False: an objective whose compiled form measured slower on a CPU (AGIC's) — auto = GPU only.
     pays_for_one_on_gpu=False: one start of it measured slower compiled on a GPU too (AGIC's on an H200: 79–81
-    against 134 it/s eagerly, warm) — auto then compiles only racing starts there."""
+    against 134 it/s eagerly, warm) — auto then compiles only racing starts there.
+    held=True: the caller can use a build this process holds for one start on a CPU (only_held, HELD_BUILDS)."""
     choice = p.get("compile", "off")
     if choice == "auto":
         if torch.device(device).type == "cuda":
             return starts > 1 or (pays_for_one_on_gpu and not ONE_OFF)
-        return starts > 1 and pays_on_cpu
+        return (starts > 1 and pays_on_cpu) or only_held(p, device, starts, held)
     return choice == "on"
+
+
+def only_held(p: dict, device, starts: int, held: bool = True) -> bool:
+    """Whether `auto` compiles here only with a build the process already holds (HELD_BUILDS): one start on a
+    CPU. compile_objective(held_only=True) then uses it, or returns the eager objective without building."""
+    return (held and HELD_BUILDS and starts == 1 and p.get("compile", "off") == "auto"
+            and torch.device(device).type == "cpu")
+
+
+def _held(objective: Packed, z: torch.Tensor) -> tuple[Packed | None, str | None]:
+    fast = torch.compile(objective, dynamic=False)
+    state = {"fast": True}
+
+    def held(zz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if state["fast"]:
+            try:
+                with torch.compiler.set_stance("fail_on_recompile"):
+                    return fast(zz)
+            except RuntimeError as e:  # a guard failed mid-run after all: eager from here on, nothing built
+                if "fail_on_recompile" not in str(e):
+                    raise
+                state["fast"] = False
+        return objective(zz)
+
+    try:
+        with torch.compiler.set_stance("fail_on_recompile"):
+            value, grad = fast(z)
+    except RuntimeError as e:
+        if "fail_on_recompile" not in str(e):
+            raise
+        return None, None
+    ref_value, ref_grad = objective(z)
+    if not max(_relative_error(value, ref_value), _relative_error(grad, ref_grad)) <= AGREEMENT:
+        return None, None
+    return held, READY
 
 
 def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
-def compile_objective(objective: Packed, z: torch.Tensor, cuda_graphs: bool = True) -> tuple[Packed, str]:
+def compile_objective(objective: Packed, z: torch.Tensor, cuda_graphs: bool = True,
+                      held_only: bool = False) -> tuple[Packed | None, str | None]:
     """The compiled objective, built and checked at z, and a note for the page; or the eager objective and
     the reason it is used. On a GPU the compiled step is captured in CUDA graphs (mode reduce-overhead) —
-    unless the caller captures a larger graph around it (cuda_graphs=False: L-BFGS captures whole steps)."""
+    unless the caller captures a larger graph around it (cuda_graphs=False: L-BFGS captures whole steps).
+    held_only: use a build this process holds for this objective and shape; else build nothing and return
+    (None, None), the caller keeping its own eager step (torch's `fail_on_recompile` stance refuses any build,
+    a first one too)."""
+    if held_only:
+        return _held(objective, z)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_dir(), "inductor"))
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found" on CPUs
     cuda = z.device.type == "cuda" and cuda_graphs
@@ -82,5 +133,5 @@ def compile_objective(objective: Packed, z: torch.Tensor, cuda_graphs: bool = Tr
         return (value.clone(), grad.clone()) if cuda else (value, grad)
     seconds = time.perf_counter() - t0
     if seconds < 0.1:  # torch.compile's cache: this worker compiled the same objective for an earlier run
-        return safe, "compiled the objective with torch.compile (ready from an earlier run)"  # not "in 0.0 s"
+        return safe, READY  # not "in 0.0 s"
     return safe, f"compiled the objective with torch.compile in {seconds:.1f} s"

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from ..threat import Knowledge, Observation, Step
 from ..words import three_digits
 from .gradients import infer_labels, l2_distance, model_gradients
-from .compiled import COMPILING, compile_objective, wanted
+from .compiled import COMPILING, compile_objective, only_held, wanted
 from .lbfgs import BatchedLBFGS
 from .notes import BACK_TO_BEST, KEPT_BEST, RESTARTING
 
@@ -98,7 +98,8 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
 
     best_loss, best_x, best_labels = math.inf, None, None
     done, trial = 0, 0
-    compiling = trial_loss is not None and wanted(p, device, 1)
+    compiling = trial_loss is not None and wanted(p, device, 1, held=True)
+    held = only_held(p, device, 1)  # a build this worker holds, or none: never a wait for one
     packed, compile_note = None, None
     final_note = KEPT_BEST
     while done < total:
@@ -133,12 +134,12 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
         if done == 0:  # frame 0: the starting point, shown before the first (slowest) step
             # an undecided start has no argmax yet (an even spread reads as its lowest label): show the guess read
             shown = fixed_list if hard is not None else list(label_guess) if undecided else y.argmax(-1).tolist()
-            yield Step(0, total, math.nan, x.detach(), shown, stage=COMPILING if compiling else None)
+            yield Step(0, total, math.nan, x.detach(), shown, stage=COMPILING if compiling and not held else None)
             if compiling:
                 from .racing import _objective  # racing imports this module
                 packed, compile_note = compile_objective(  # L-BFGS captures whole steps: no graphs of its own
                     _objective(trial_loss, hard, shape, kn.num_classes, tuple(extras)), _pack(variables),
-                    cuda_graphs=False)
+                    cuda_graphs=False, held_only=held)
 
         def closure():
             if packed is not None:  # the compiled objective: value and gradient of the packed variables
@@ -267,7 +268,7 @@ def _l2_to_shared_gradient(obs: Observation, kn: Knowledge, device) -> Objective
 
 def _functional(obs: Observation, kn: Knowledge, device, p: dict):
     """The torch.func form of the objective, when it is to be compiled (built only then: it copies the model)."""
-    if not wanted(p, device, 1):
+    if not wanted(p, device, 1, held=True):
         return None
     from .racing import shared_gradient_loss
     return shared_gradient_loss(obs, kn, device)

@@ -116,7 +116,7 @@ def _fit(obs: Observation, kn: Knowledge, p: dict, device, distance, extras=()) 
                                    extras=extras, undecided=undecided_labels(kn))
         return
     yield from gradient_matching(slots_knowledge(kn, rounds), p, device, objective, guess, fixed_labels=False,
-                                 extras=extras, trial_loss=trial_loss if wanted(p, device, 1) else None,
+                                 extras=extras, trial_loss=trial_loss if wanted(p, device, 1, held=True) else None,
                                  undecided=undecided_labels(kn))
 
 

@@ -195,11 +195,13 @@ def warm_runs(cuda: bool) -> list[tuple[str, dict]]:
     """The warm-up runs (preset, settings). On a GPU the presets whose first run in a process builds a compiled
     objective and captures CUDA graphs, at their own shapes: on an H200 the first run of `dlg`, `dlm-plus` and
     `invgrad` in a process took 29, 28 and 25 s, a later one 3.4, 3.5 and 1.0 s whole — the warm-up pays the
-    build instead of a class's first run. The CPU compiles nothing for one start, so a small image warms the
-    same code."""
+    build instead of a class's first run. On a CPU one start runs compiled only with a build its worker holds
+    (compiled.HELD_BUILDS), and builds pay most for DLG and DLM+ (2 cores: 10–14 → 20–21 it/s; 10 → 24 it/s;
+    iDLG gains little, 12.5 → 14–16): the warm-up builds those two presets' objectives at their own shapes
+    (16–20 s each the first time on a machine, ~3 s from Inductor's cache after that)."""
     if cuda:
         return [("dlg", {"iterations": 2}), ("invgrad", {"iterations": 2}), ("dlm-plus", {"iterations": 2})]
-    return [("dlg", {"iterations": 2, "image_size": 16})]
+    return [("dlg", {"iterations": 2, "compile": "on"}), ("dlm-plus", {"iterations": 2, "compile": "on"})]
 
 
 def _worker_main(jobs, results, stop_job, threads) -> None:
@@ -213,15 +215,17 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
     # the machine, for the server (which never imports torch): first, so that it waits seconds, not the warm-up
     machine = device.measure()
     results.put(("facts", machine))
+    from ..attacks import compiled
+    compiled.HELD_BUILDS = True  # attack after attack in this process: one CPU start uses a build it holds
     torch.set_num_threads(max(1, threads.value))
     from ..scenario import from_preset
     store = _open_store()
-    # Ready once the engine is imported: a run asked for now does not wait for the warm-up below, which only
-    # pays ahead what a first run pays anyway (on a cold start of the 2-core machine both workers were ready
-    # after 7.8 s with the warm-up first, 3.6 s now).
+    # Ready once the engine is imported: a run asked for now waits only for the warm-up step in progress, not
+    # for the whole warm-up below (on a cold start of the 2-core machine both workers were ready after 7.8 s
+    # with the warm-up first, 3.6 s now).
     results.put(("ready", None))
 
-    def warm_run():  # torch's optimizer machinery, then (at its end) LPIPS; on a GPU the compiled objectives
+    def warm_run():  # torch's optimizer machinery, the compiled objectives (warm_runs), then (at its end) LPIPS
         for name, settings in warm_runs(machine["cuda"]):
             for _ in Run(from_preset(name, settings)).events():
                 if not jobs.empty():
@@ -231,8 +235,9 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
         for name in available_samples():
             sample_image(name, 32)
 
-    # while no job waits, warm every code path once, so that a later first run shows its first frame at once
-    for warm in (warm_run, warm_photos):
+    # while no job waits, warm every code path once, so that a later first run shows its first frame at once;
+    # the photos first, in a second, before the runs' builds
+    for warm in (warm_photos, warm_run):
         if not jobs.empty():
             break  # a job waits: its run pays these first-time costs itself
         warm()
@@ -303,7 +308,8 @@ class _Worker:
 
 def free_workers(workers: list) -> list:
     """Workers that can take a run now, those past their warm-up first: one still warming up finishes the step
-    it is in before it takes the run, and on a GPU that step can be a 25 s build of a compiled objective."""
+    it is in before it takes the run, and that step can be the build of a compiled objective (a GPU's 25 s; a
+    CPU's 16–20 s the first time on a machine, ~3 s later)."""
     return sorted((w for w in workers if w.handle is None and w.ready), key=lambda w: not w.warm)
 
 
