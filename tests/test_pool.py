@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 
+from leakdemo.attacks import compiled
 from leakdemo.attacks.compiled import wanted
 from leakdemo.dashboard import pool as pool_mod
 from leakdemo.dashboard.pool import RunPool
@@ -306,11 +307,13 @@ def test_runs_split_the_cores_between_them(monkeypatch):
     """Two runs at once on 8 cores: 3 threads each (one core stays with the web server); one alone: 7."""
     p = RunPool.__new__(RunPool)
     p._workers = [type("W", (), {"handle": None, "threads": type("V", (), {"value": 1})()})() for _ in range(2)]
+    p._busy = type("V", (), {"value": 0})()
     monkeypatch.setattr(pool_mod, "RUN_CORES", 7)
     monkeypatch.setattr(pool_mod, "THREADS_CAP", 7)
     p._workers[0].handle = object()
     p._share_cores()
     assert [w.threads.value for w in p._workers] == [7, 7]
+    assert p._busy.value == 1  # what an idle worker reads before it builds ahead: not while a run goes on
     p._workers[1].handle = object()
     p._share_cores()
     assert [w.threads.value for w in p._workers] == [3, 3]
@@ -326,14 +329,47 @@ def test_a_worker_warms_up_every_preset_that_builds_a_compiled_objective():
         scenario = from_preset(name, settings)
         assert scenario["iterations"] == 2 and scenario["image_size"] == from_preset(name)["image_size"]
         assert wanted(scenario, torch.device("cuda"), 1)  # its one start compiles on a GPU: the warm-up builds it
-    # the CPU builds the objectives of DLG's and DLM+'s one start, at their presets' shapes: its workers run one
-    # start compiled only with a build they hold (compiled.HELD_BUILDS)
-    cpu = pool_mod.warm_runs(cuda=False)
+    (name, settings), = pool_mod.warm_runs(cuda=False)  # the CPU: a small image of the default preset
+    assert from_preset(name, settings)["image_size"] == 16
+    # ... and later, idle, it builds the objectives of DLG's and DLM+'s one start, at their presets' shapes: its
+    # workers run one start compiled only with a build they hold (compiled.HELD_BUILDS)
+    assert pool_mod.held_builds(cuda=True) == []
+    cpu = pool_mod.held_builds(cuda=False)
     assert [name for name, _ in cpu] == ["dlg", "dlm-plus"]
     for name, settings in cpu:
         scenario = from_preset(name, settings)
         assert scenario["iterations"] == 2 and scenario["image_size"] == from_preset(name)["image_size"]
         assert scenario["compile"] == "on"
+
+
+def test_an_idle_worker_builds_ahead_when_no_other_is_building_and_its_runs_use_the_builds():
+    """On a CPU a warm worker builds the dlg and dlm-plus presets' objectives (held_builds) once no run has gone
+    on for a few seconds, holding the pool's build lock, so that one worker at a time builds while the others stay
+    free to take a run at once; its later runs of those shapes run compiled. While another worker holds the lock
+    it builds nothing."""
+    p = warm(RunPool(max_running=1))
+    lock = p._workers[0].builds[0]
+    try:
+        assert lock.acquire(timeout=10)  # as if another worker were building
+        assert until(lambda: p.warm() == 1, timeout=120)
+
+        def run_dlg() -> list[str]:
+            h = p.submit(from_preset("dlg", {"iterations": 3}))
+            wait(h, timeout=300)
+            assert h.status == "finished", h.status
+            return h.notes
+        assert compiled.READY not in run_dlg()  # nothing was built meanwhile: this run went eagerly
+        time.sleep(pool_mod.QUIET_S + 2)  # idle: the worker tries the lock again, and waits
+        assert compiled.READY not in run_dlg()
+        lock.release()
+        lock = None
+        # idle between runs, as a class is: once no run has gone on for QUIET_S the worker builds (~3 s each from
+        # Inductor's cache, 16–20 s the first time on a machine)
+        assert until(lambda: time.sleep(pool_mod.QUIET_S + 2) or compiled.READY in run_dlg(), timeout=300)
+    finally:
+        if lock is not None:
+            lock.release()
+        p.close()
 
 
 def test_a_run_goes_to_a_warm_worker_before_one_still_warming_up():
@@ -346,3 +382,8 @@ def test_a_run_goes_to_a_warm_worker_before_one_still_warming_up():
     loading = W(handle=None, ready=False, warm=False, name="loading")
     assert [w.name for w in pool_mod.free_workers([warming, busy, loading, warm])] == ["warm", "warming"]
     assert pool_mod.free_workers([busy, loading]) == []
+    # a warm worker that holds its builds ahead (a dlg run steps twice as fast there on a CPU) before one without;
+    # one building them says so and counts as still warming up
+    built = W(handle=None, ready=True, warm=True, built=True, name="built")
+    building = W(handle=None, ready=True, warm=False, built=False, name="building")
+    assert [w.name for w in pool_mod.free_workers([building, warm, built])] == ["built", "warm", "building"]

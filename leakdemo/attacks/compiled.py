@@ -38,10 +38,10 @@ AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the e
 ONE_OFF = False
 
 # Set by the dashboard's workers, which run attack after attack in one process. There `auto` also compiles one
-# L-BFGS start on a CPU, but only with a build this process already holds for that objective at that shape (the
-# workers' warm-up builds the dlg preset's): held, it doubles the steps per second (dlg on 2 cores: 24–26 against
-# 10.5–12 it/s, 30 dB at a median 2.3 s against 3.9 s), while building one for a run costs about what it saves.
-# Any other shape runs eagerly at once, as before: nothing is built for it.
+# L-BFGS start on a CPU, but only with a build this process already holds for that objective at that shape (idle
+# workers build the dlg and dlm-plus presets' ahead: pool.held_builds): held, it saves half of every evaluation
+# (dlg on 2 cores: 15–25 against 11–16 it/s, 30 dB at a median 2.2 s against 3.3 s), while building one for a run
+# costs about what it saves. Any other shape runs eagerly at once, as before: nothing is built for it.
 HELD_BUILDS = False
 
 

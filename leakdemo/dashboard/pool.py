@@ -195,17 +195,30 @@ def warm_runs(cuda: bool) -> list[tuple[str, dict]]:
     """The warm-up runs (preset, settings). On a GPU the presets whose first run in a process builds a compiled
     objective and captures CUDA graphs, at their own shapes: on an H200 the first run of `dlg`, `dlm-plus` and
     `invgrad` in a process took 29, 28 and 25 s, a later one 3.4, 3.5 and 1.0 s whole — the warm-up pays the
-    build instead of a class's first run. On a CPU one start runs compiled only with a build its worker holds
-    (compiled.HELD_BUILDS), and builds pay most for DLG and DLM+ (2 cores: 10–14 → 20–21 it/s; 10 → 24 it/s;
-    iDLG gains little, 12.5 → 14–16): the warm-up builds those two presets' objectives at their own shapes
-    (16–20 s each the first time on a machine, ~3 s from Inductor's cache after that)."""
+    build instead of a class's first run. The CPU compiles nothing for one start here, so a small image warms
+    the same code (its builds come after: held_builds)."""
     if cuda:
         return [("dlg", {"iterations": 2}), ("invgrad", {"iterations": 2}), ("dlm-plus", {"iterations": 2})]
+    return [("dlg", {"iterations": 2, "image_size": 16})]
+
+
+def held_builds(cuda: bool) -> list[tuple[str, dict]]:
+    """The runs a warm worker builds ahead, when idle, one worker at a time. On a CPU one start runs compiled
+    only with a build its worker holds (compiled.HELD_BUILDS), and builds pay most for DLG and DLM+ (2 cores:
+    10–14 → 20–21 it/s; 10 → 24 it/s; iDLG gains little, 12.5 → 14–16): those two presets' objectives at their
+    own shapes (16–20 s each the first time on a machine, ~3 s from Inductor's cache after that). A GPU's are
+    built in its warm-up (warm_runs)."""
+    if cuda:
+        return []
     return [("dlg", {"iterations": 2, "compile": "on"}), ("dlm-plus", {"iterations": 2, "compile": "on"})]
 
 
-def _worker_main(jobs, results, stop_job, threads) -> None:
-    """Runs in a worker process: take a job, stream its events back, repeat."""
+BUILD_WAIT_S = 300  # how long a worker waits for its turn to build before it gives up, for now
+QUIET_S = 5.0  # ... and how long no run must have gone on before it builds
+
+
+def _worker_main(jobs, results, stop_job, threads, build_lock, busy) -> None:
+    """Runs in a worker process: take a job, stream its events back, repeat; when idle, build ahead."""
     import torch
 
     from ..data import available_samples, sample_image
@@ -235,15 +248,52 @@ def _worker_main(jobs, results, stop_job, threads) -> None:
         for name in available_samples():
             sample_image(name, 32)
 
-    # while no job waits, warm every code path once, so that a later first run shows its first frame at once;
-    # the photos first, in a second, before the runs' builds
-    for warm in (warm_photos, warm_run):
+    builds = held_builds(machine["cuda"])
+
+    def build_ahead() -> bool:
+        """The held builds, once no worker has run anything for QUIET_S (busy: on 2 cores a build beside a run
+        slowed the run by a third to a half, and a class's runs come in bursts) — one worker at a time
+        (build_lock), so that while one builds (16–20 s a build the first time on a machine, ~3 s after) the
+        others stay free to take a run at once, and build after it from Inductor's cache. Says "building"
+        meanwhile: the pool gives a run to another worker first. True once every build is done."""
+        deadline = quiet_since = time.monotonic()
+        deadline += BUILD_WAIT_S
+        while True:
+            if not jobs.empty() or time.monotonic() > deadline:
+                return False
+            if busy.value:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= QUIET_S and build_lock.acquire(timeout=0.25):
+                break
+            time.sleep(0.25)
+        try:
+            results.put(("building", None))
+            while builds and jobs.empty() and not busy.value:
+                name, settings = builds[0]
+                for _ in Run(from_preset(name, settings)).events():
+                    if not jobs.empty():
+                        break  # before the build or after it: its step ends either way
+                else:
+                    builds.pop(0)
+        finally:
+            build_lock.release()
+            results.put(("warm", None))
+            if not builds:
+                results.put(("built", None))
+        return not builds
+
+    # while no job waits, warm every code path once, so that a later first run shows its first frame at once
+    for warm in (warm_run, warm_photos):
         if not jobs.empty():
             break  # a job waits: its run pays these first-time costs itself
         warm()
     results.put(("warm", None))
     while True:
-        job = jobs.get()  # a server gone meanwhile ends this process (exit_with_parent)
+        try:  # a server gone meanwhile ends this process (exit_with_parent)
+            job = jobs.get(timeout=1.0) if builds else jobs.get()
+        except queue.Empty:
+            build_ahead()
+            continue
         if job is None:
             return
         job_id, scenario_dict, uploads = job
@@ -289,8 +339,8 @@ def _open_store():
 
 
 class _Worker:
-    def __init__(self, ctx):
-        self.ctx = ctx
+    def __init__(self, ctx, builds):
+        self.ctx, self.builds = ctx, builds
         self.handle: RunHandle | None = None
         self.job_id: int | None = None
         self.stop_job = ctx.Value("q", 0, lock=False)
@@ -298,10 +348,10 @@ class _Worker:
         self.start()
 
     def start(self) -> None:
-        self.ready = self.warm = False
+        self.ready = self.warm = self.built = False
         self.jobs, self.results = self.ctx.Queue(), self.ctx.Queue()
-        self.process = self.ctx.Process(target=_worker_main, args=(self.jobs, self.results, self.stop_job, self.threads),
-                                        daemon=True, name="leakdemo-worker")
+        self.process = self.ctx.Process(target=_worker_main, daemon=True, name="leakdemo-worker",
+                                        args=(self.jobs, self.results, self.stop_job, self.threads, *self.builds))
         with plain_main():  # never the page script: a worker imports only the engine
             self.process.start()
 
@@ -309,8 +359,10 @@ class _Worker:
 def free_workers(workers: list) -> list:
     """Workers that can take a run now, those past their warm-up first: one still warming up finishes the step
     it is in before it takes the run, and that step can be the build of a compiled objective (a GPU's 25 s; a
-    CPU's 16–20 s the first time on a machine, ~3 s later)."""
-    return sorted((w for w in workers if w.handle is None and w.ready), key=lambda w: not w.warm)
+    CPU's 16–20 s the first time on a machine, ~3 s later). Among warm ones, one that holds its builds ahead
+    (held_builds) first: a dlg or dlm-plus run there reaches 30 dB about a third sooner on a CPU."""
+    return sorted((w for w in workers if w.handle is None and w.ready),
+                  key=lambda w: (not w.warm, not getattr(w, "built", False)))
 
 
 def _deaf_to_stop(w: _Worker, now: float) -> bool:
@@ -339,7 +391,10 @@ class RunPool:
         self._next_id = 0
         self._next_seq = 0
         self.closing = False
-        self._workers = [_Worker(self._ctx) for _ in range(max_running)]
+        # the workers' builds ahead (_worker_main): one at a time, and only while no run goes on
+        self._busy = self._ctx.Value("i", 0, lock=False)
+        builds = (self._ctx.Lock(), self._busy)
+        self._workers = [_Worker(self._ctx, builds) for _ in range(max_running)]
         for w in self._workers:
             threading.Thread(target=self._pump, args=(w,), daemon=True, name="leakdemo-pump").start()
         threading.Thread(target=self._dispatch, daemon=True, name="leakdemo-dispatch").start()
@@ -482,6 +537,7 @@ class RunPool:
         """A run alone gets every core the server leaves; several split them (oversubscribed OpenMP slows
         every run down)."""
         per_run = max(1, min(THREADS_CAP, RUN_CORES // max(1, self.running())))
+        self._busy.value = self.running()  # an idle worker builds ahead only while this is 0
         for w in self._workers:
             if w.threads.value != per_run:
                 w.threads.value = per_run
@@ -500,8 +556,11 @@ class RunPool:
             if job_id == "facts":
                 device.learn(item)  # the server knows the machine from its workers, without torch
                 continue
-            if job_id in ("ready", "warm"):
-                setattr(w, job_id, True)
+            if job_id in ("ready", "warm", "building"):  # building: taken as not warm, so a run goes elsewhere first
+                w.ready, w.warm = True, job_id == "warm" or (job_id == "ready" and w.warm)
+                continue
+            if job_id == "built":  # it holds its builds ahead: a run of those shapes runs compiled there
+                w.built = True
                 continue
             with self._lock:
                 h = w.handle if w.job_id == job_id else None
@@ -518,7 +577,7 @@ class RunPool:
         code = w.process.exitcode
         with self._lock:
             h, w.handle, w.job_id = w.handle, None, None
-            w.ready = w.warm = False
+            w.ready = w.warm = w.built = False
             replace = not self.closing and code not in SHUTDOWN_SIGNALS
         if h is not None and not h.done:
             h.apply(Failed(STOPPED_HARD if h.stop_requested else "the worker running this attack stopped "
