@@ -373,7 +373,7 @@ def test_the_catalog_reads_on_a_phone(server, browser):
     the range named."""
     page = new_page(browser, "catalog-phone", (420, 800))
     page.goto(f"{server}/Catalog")
-    page.get_by_text("Presets").first.wait_for(timeout=60_000)
+    page.get_by_text("Presets", exact=True).first.wait_for(timeout=60_000)  # the heading, not "presets'" in a help
     page.locator("details summary").first.click()  # FedSGD's parameters
     page.get_by_text("where the client's private images come from", exact=False).first.wait_for(timeout=10_000)
     page.wait_for_timeout(1000)
