@@ -64,7 +64,7 @@ def wanted(p: dict, device, starts: int, pays_on_cpu: bool = True, pays_for_one_
 
 def only_held(p: dict, device, starts: int, held: bool = True) -> bool:
     """Whether `auto` compiles here only with a build the process already holds (HELD_BUILDS): one start on a
-    CPU. compile_objective(held_only=True) then uses it, or returns the eager objective without building."""
+    CPU. compile_objective(held_only=True) then uses it, or builds nothing and leaves the caller's eager step."""
     return (held and HELD_BUILDS and starts == 1 and p.get("compile", "off") == "auto"
             and torch.device(device).type == "cpu")
 

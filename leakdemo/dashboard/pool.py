@@ -204,8 +204,8 @@ def warm_runs(cuda: bool) -> list[tuple[str, dict]]:
 
 def held_builds(cuda: bool) -> list[tuple[str, dict]]:
     """The runs a warm worker builds ahead, when idle, one worker at a time. On a CPU one start runs compiled
-    only with a build its worker holds (compiled.HELD_BUILDS), and builds pay most for DLG and DLM+ (2 cores:
-    10–14 → 20–21 it/s; 10 → 24 it/s; iDLG gains little, 12.5 → 14–16): those two presets' objectives at their
+    only with a build its worker holds (compiled.HELD_BUILDS), and builds pay most for DLG and DLM+ (2 cores,
+    30 dB: 3.3 → 2.2 s; 3.3 → 1.9 s; iDLG gains little, 12.5 → 14–16 it/s): those two presets' objectives at their
     own shapes (16–20 s each the first time on a machine, ~3 s from Inductor's cache after that). A GPU's are
     built in its warm-up (warm_runs)."""
     if cuda:
@@ -233,12 +233,12 @@ def _worker_main(jobs, results, stop_job, threads, build_lock, busy) -> None:
     torch.set_num_threads(max(1, threads.value))
     from ..scenario import from_preset
     store = _open_store()
-    # Ready once the engine is imported: a run asked for now waits only for the warm-up step in progress, not
-    # for the whole warm-up below (on a cold start of the 2-core machine both workers were ready after 7.8 s
-    # with the warm-up first, 3.6 s now).
+    # Ready once the engine is imported: a run asked for now does not wait for the warm-up below, which only
+    # pays ahead what a first run pays anyway (on a cold start of the 2-core machine both workers were ready
+    # after 7.8 s with the warm-up first, 3.6 s now).
     results.put(("ready", None))
 
-    def warm_run():  # torch's optimizer machinery, the compiled objectives (warm_runs), then (at its end) LPIPS
+    def warm_run():  # torch's optimizer machinery, then (at its end) LPIPS; on a GPU the compiled objectives
         for name, settings in warm_runs(machine["cuda"]):
             for _ in Run(from_preset(name, settings)).events():
                 if not jobs.empty():
