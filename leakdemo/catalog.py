@@ -243,8 +243,9 @@ _COMPILE_GPU = Param("compile", "choice", "auto", "evaluate the objective compil
                      "it/s). Falls back to eager, with a note, where it cannot be built", choices=("auto", "on", "off"),
                      label="Compile the objective")
 
+LBFGS_EVALUATIONS = 20  # per L-BFGS step at most (attacks/lbfgs.py); large models use them all
 _LBFGS_PARAMS = (
-    Param("iterations", "int", 300, "L-BFGS steps (each up to 20 function evaluations)", low=1, high=5000),
+    Param("iterations", "int", 300, f"L-BFGS steps (each up to {LBFGS_EVALUATIONS} function evaluations)", low=1, high=5000),
     Param("lr", "float", 1.0, "L-BFGS learning rate", low=1e-4, high=10.0, log=True, label="Learning rate"),
     Param("restarts", "int", 3, "fresh random starts the attack may use when its loss stalls or diverges",
           low=0, high=10),
@@ -675,9 +676,72 @@ MANY_CLIENTS = 16
 CLIENT_STEP_S = 0.04  # a step's cost per client on the 2-core CPU at 32 px (measured: bench dlg --set clients=10, 38 ms)
 
 
+SLOW_RUN_S = 600  # a run the class would wait more than 10 minutes for, at the fastest we measured
+GMAC_SECONDS = (0.14, 0.47)  # one evaluation of a gradient-matching objective, per image and 10⁹ multiply-adds of the
+# model's forward pass, 2 cores (Inverting Gradients' steps, 64–128 px: ConvNet w256 0.14, LeNet w256 0.17, ResNet
+# w32/w64 0.45–0.47; DLG's L-BFGS step on the ResNet w32 at 64 px took 20 evaluations' time, 1.84 s)
+
+
+def model_cost(p) -> str | None:
+    """Said before a run of an image attack whose model is so large that, on 2 CPU cores, it would take more than
+    SLOW_RUN_S even at the fastest rate measured — a ResNet at model_width=256 and 128 px showed 'Iteration 0 /
+    300' for minutes: ~50 G multiply-adds a pass, ~12–39 h for DLG's 300 steps. Offers the largest model_width
+    and image_size that run within it (settings.forward_macs counts without torch)."""
+    def seconds(q) -> tuple[list[float], int, int] | None:  # an evaluation at both rates, their count, images × starts
+        macs = settings.forward_macs(q)
+        if macs is None:
+            return None
+        images = (settings.local_images(q) * q["epochs"] if q["protocol"] == "fedavg" else
+                  settings.round_images(q)[0])
+        lbfgs = _LBFGS_PARAMS[0] in ATTACKS[q["attack"]].params
+        starts = q.get("trials", 1) if lbfgs else 1 + q.get("restarts", 0)
+        evaluations = q["iterations"] * (LBFGS_EVALUATIONS if lbfgs else 1)
+        passes = images * starts
+        return [macs / 1e9 * passes * g for g in GMAC_SECONDS], evaluations, passes
+    found = seconds(p)
+    if found is None or found[0][0] * found[1] < SLOW_RUN_S:
+        return None
+    (low, high), evaluations, passes = found
+
+    def fits(**change) -> bool:
+        return seconds({**p, **change})[0][0] * evaluations < SLOW_RUN_S
+    width = p.get("model_width") or settings.MODEL_WIDTHS[p["model"]]
+    narrower = max((w for w in range(1, width) if fits(model_width=w)), default=None)
+    smaller = max((s for s in range(8, p["image_size"]) if fits(image_size=s)), default=None)
+    remedies = ([f"model_width ≤ {narrower}"] if narrower else []) + ([f"image_size ≤ {smaller}"] if smaller else [])
+    lbfgs = evaluations != p["iterations"]
+    steps = (f"{p['iterations']} L-BFGS steps of up to {LBFGS_EVALUATIONS} evaluations" if lbfgs else
+             f"{p['iterations']} steps")
+    shape = ", ".join([f"model_width={p['model_width']}"] * bool(p.get("model_width"))
+                      + [f"model_depth={p['model_depth']}"] * (p.get("model_depth", 1) > 1))
+    return (f"A large model for a CPU: one pass of {settings.MODEL_NAMES[p['model']]}"
+            f"{f' ({shape})' if shape else ''} over a {p['image_size']} px image takes "
+            f"{settings.forward_macs(p) / 1e9:.1f} G multiply-adds, so on 2 CPU cores each evaluation of the attack's "
+            f"objective{f' ({passes} such passes)' if passes > 1 else ''} takes ~{_span(low, high)} and {steps} ~{_span(low * evaluations, high * evaluations)}. Built "
+            f"for a GPU; under {SLOW_RUN_S // 60} minutes on a CPU: "
+            + (" or ".join(remedies) if remedies else "a smaller model_width and image_size"))
+
+
+def _span(low: float, high: float) -> str:
+    """'7–23 s', '11–37 min', '55 s–3 min': a range of waits, each in the unit a person reads it in."""
+    (a, unit_a), (b, unit_b) = _duration(low), _duration(high)
+    return f"{a}–{b} {unit_b}" if unit_a == unit_b else f"{a} {unit_a}–{b} {unit_b}"
+
+
+def _duration(seconds: float) -> tuple[str, str]:
+    if seconds < 10:
+        return f"{seconds:.1f}", "s"
+    if seconds < 90:
+        return f"{seconds:.0f}", "s"
+    return (f"{seconds / 60:.0f}", "min") if seconds < 90 * 60 else (f"{seconds / 3600:.0f}", "h")
+
+
 def cost_warnings(p) -> list[str]:
     """Settings that work but are slow without a GPU. Said whatever the device: the web server that resolves
     scenarios never loads torch, so it cannot tell where the run will go."""
+    large = model_cost(p)
+    if large:
+        return [large]
     k = p.get("trials", 1)
     if k > MANY_TRIALS:
         return [f"trials={k}: racing starts are built for a GPU. On a CPU each start adds about 3 ms to every "

@@ -11,13 +11,13 @@ import math
 import torch
 from torch import nn
 
-from .settings import MODELS
+from .settings import MODEL_WIDTHS, MODELS
 
 class LeNet(nn.Module):
     """The LeNet variant of Deep Leakage from Gradients (Zhu et al., 2019)."""
     activation = "sigmoid"
 
-    def __init__(self, channels: int, size: int, classes: int, width: int = 12):
+    def __init__(self, channels: int, size: int, classes: int, width: int):
         super().__init__()
         act = nn.Sigmoid
         self.body = nn.Sequential(
@@ -35,7 +35,7 @@ class LeNet(nn.Module):
 class MLP(nn.Module):
     activation = "sigmoid"
 
-    def __init__(self, channels: int, size: int, classes: int, width: int = 256, depth: int = 2):
+    def __init__(self, channels: int, size: int, classes: int, width: int, depth: int = 2):
         super().__init__()
         layers, d = [nn.Flatten()], channels * size * size
         for _ in range(depth):
@@ -51,7 +51,7 @@ class MLP(nn.Module):
 class ConvNet(nn.Module):
     activation = "relu"
 
-    def __init__(self, channels: int, size: int, classes: int, width: int = 32):
+    def __init__(self, channels: int, size: int, classes: int, width: int):
         super().__init__()
         w = width
         self.body = nn.Sequential(
@@ -86,7 +86,7 @@ class ResNet(nn.Module):
     """A CIFAR-style ResNet: three stages of `depth` BasicBlocks with widths w, 2w, 4w."""
     activation = "relu"
 
-    def __init__(self, channels: int, size: int, classes: int, width: int = 16, depth: int = 1):
+    def __init__(self, channels: int, size: int, classes: int, width: int, depth: int = 1):
         super().__init__()
         self.stem = nn.Sequential(nn.Conv2d(channels, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
         blocks, cin = [], width
@@ -106,10 +106,10 @@ def build_model(name: str, channels: int, size: int, classes: int, seed: int,
                 width: int = 0, depth: int = 1, init: str = "default") -> nn.Module:
     """Build model `name` and initialise it from `seed`.
 
-    width 0 means the model's own default width. init "uniform" is DLG's U(-0.5, 0.5) for every
+    width 0 means the model's own default width (settings.MODEL_WIDTHS). init "uniform" is DLG's U(-0.5, 0.5) for every
     weight and bias, which makes the sigmoid LeNet leak far more.
     """
-    kw = {"width": width} if width else {}
+    kw = {"width": width or MODEL_WIDTHS.get(name, 1)}
     if name == "lenet":
         model = LeNet(channels, size, classes, **kw)
     elif name == "mlp":

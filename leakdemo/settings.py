@@ -43,6 +43,7 @@ MODEL_HELP = {
     "resnet": "a small ResNet (BasicBlocks, configurable depth and width, BatchNorm)",
 }
 MODELS = tuple(MODEL_HELP)
+MODEL_WIDTHS = {"lenet": 12, "mlp": 256, "convnet": 32, "resnet": 16}  # what model_width = 0 builds (models.py)
 MODEL_NAMES = {"lenet": "LeNet", "mlp": "an MLP", "convnet": "a ConvNet", "resnet": "a ResNet"}  # in a sentence
 
 WORKER_MODEL_HELP = {  # vertical FL: each worker's bottom model
@@ -132,7 +133,6 @@ def fedsgd_check(p: dict) -> None:
 
 # ---------------------------------------------------------------- what a LeNet's gradient can pin down
 
-LENET_WIDTH = 12  # DLG's LeNet: channels of its three conv layers when model_width is 0 (models.LeNet)
 
 
 def lenet_equations(p: dict, width: int | None = None, images: int | None = None) -> tuple[int, int, int] | None:
@@ -144,7 +144,7 @@ def lenet_equations(p: dict, width: int | None = None, images: int | None = None
     single out the private one (DLG at 64 px: 11 308 for 12 288, 12 dB; at model_width=24, 58.6 dB)."""
     if p.get("model") != "lenet" or p.get("protocol") not in ("fedsgd", "fedavg"):
         return None
-    w = width or p.get("model_width") or LENET_WIDTH
+    w = width or p.get("model_width") or MODEL_WIDTHS["lenet"]
     side = math.ceil(math.ceil(p["image_size"] / 2) / 2)  # two stride-2 convs, as models.LeNet
     fc_in, classes = w * side * side, p["num_classes"]
     conv = 3 * w * 25 + w + 2 * (w * w * 25 + w)  # 5×5 kernels; 3 channels, as every source is loaded
@@ -161,6 +161,47 @@ def equations_per_unknown(p: dict, width: int | None = None, images: int | None 
     """`lenet_equations`' numbers per unknown pixel value (below 1 many images give the same gradient), or None."""
     found = lenet_equations(p, width, images)
     return None if found is None else found[0] / found[1]
+
+
+# ---------------------------------------------------------------- what one pass through the model costs
+
+def _conv(cin: int, cout: int, side: int, k: int, stride: int = 1) -> tuple[int, int]:
+    """Multiply-adds of a k×k convolution padded by k // 2 on a square input of `side` px, and its output side."""
+    out = (side - 1) // stride + 1
+    return cin * cout * k * k * out * out, out
+
+
+def forward_macs(p: dict) -> int | None:
+    """Multiply-adds of one forward pass of one image through the client's model (models.py, 3 channels as every
+    source is loaded), counted without torch — None where the protocol's model is not `model` (VFL, logits).
+    tests/test_params.py checks the count against torch's FlopCounterMode for every model."""
+    if p.get("protocol") not in ("fedsgd", "fedavg"):
+        return None
+    name, side, classes = p["model"], p["image_size"], p["num_classes"]
+    w, depth = p.get("model_width") or MODEL_WIDTHS[name], max(1, p.get("model_depth", 1))
+    if name == "mlp":
+        d = 3 * side * side
+        return d * w + (depth - 1) * w * w + w * classes
+    if name == "lenet":
+        a, s = _conv(3, w, side, 5, 2)
+        b, s = _conv(w, w, s, 5, 2)
+        c, s = _conv(w, w, s, 5)
+        return a + b + c + w * s * s * classes
+    if name == "convnet":
+        a, s = _conv(3, w, side, 3)
+        b, s = _conv(w, 2 * w, s, 3, 2)
+        c, s = _conv(2 * w, 4 * w, s, 3, 2)
+        return a + b + c + 4 * w * 16 * classes
+    total, s = _conv(3, w, side, 3)  # resnet: a stem, then three stages of BasicBlocks (widths w, 2w, 4w)
+    cin = w
+    for stage, cout in enumerate((w, 2 * w, 4 * w)):
+        for i in range(depth):
+            stride = 2 if stage > 0 and i == 0 else 1
+            first, out = _conv(cin, cout, s, 3, stride)
+            second, _ = _conv(cout, cout, out, 3)
+            skip = _conv(cin, cout, s, 1, stride)[0] if stride != 1 or cin != cout else 0
+            total, s, cin = total + first + second + skip, out, cout
+    return total + cin * classes
 
 
 # ---------------------------------------------------------------- FedAvg

@@ -270,6 +270,39 @@ def test_the_lenet_gradients_count_is_the_models_own():
         assert lenet_equations({**p, "batch_size": 1000})[0] == conv + fc_size
 
 
+def test_the_torch_free_cost_of_a_pass_is_what_torch_counts_for_every_model():
+    """settings.forward_macs (the web server's count, without torch) against torch's own FlopCounterMode."""
+    import itertools
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from leakdemo.models import build_model
+    from leakdemo.settings import MODELS, forward_macs
+    for name, width, size, depth in itertools.product(MODELS, (0, 5), (8, 13, 32), (1, 2)):
+        model = build_model(name, 3, size, 7, 0, width=width, depth=depth)
+        with FlopCounterMode(display=False) as counted:
+            model(torch.zeros(1, 3, size, size))
+        p = {"protocol": "fedsgd", "model": name, "model_width": width, "image_size": size, "num_classes": 7,
+             "model_depth": depth}
+        assert forward_macs(p) == counted.get_total_flops() // 2, (name, width, size, depth)
+    assert forward_macs({**p, "protocol": "vfl"}) is None  # CAFE's workers have models of their own
+
+
+def test_a_model_too_large_for_a_cpu_is_said_before_the_run_with_what_fits():
+    def said(preset, **overrides):
+        return " ".join(w for w in from_preset(preset, overrides).warnings if w.startswith("A large model"))
+    assert not any(said(name) for name in presets())  # every preset runs on 2 cores
+    huge = said("dlg", model="resnet", model_width=256, image_size=128)  # 'Iteration 0 / 300' for minutes
+    assert "ResNet (model_width=256) over a 128 px image takes 49.5 G multiply-adds" in huge
+    assert "300 L-BFGS steps of up to 20 evaluations ~12–39 h" in huge  # 15.5 s a step measured on LeNet w256
+    assert huge.endswith("under 10 minutes on a CPU: model_width ≤ 30 or image_size ≤ 14")
+    assert not said("dlg", model="resnet", model_width=30, image_size=128)
+    assert not said("dlg", model="resnet", model_width=256, image_size=14)
+    adam = said("invgrad", model="resnet", model_width=256, image_size=128)  # one evaluation per Adam step
+    assert "1000 steps ~2–6 h" in adam and "such passes" not in adam
+    assert "(8 such passes)" in said("invgrad-batch-8", model="resnet", model_width=64, image_size=64)
+    assert not said("invgrad", model="resnet", model_width=64, image_size=64)  # 2–6 min: not said
+
+
 def test_a_gradient_with_too_few_numbers_for_its_pixels_is_said_before_the_run():
     def note(preset, **overrides):
         return " ".join(w for w in from_preset(preset, overrides).warnings if "equations" in w)
