@@ -363,6 +363,12 @@ def test_an_idle_worker_builds_ahead_when_no_other_is_building_and_its_runs_use_
         assert compiled.READY not in run_dlg()
         lock.release()
         lock = None
+        # a run that only this worker can take while it builds waits for the build's step, and the page says so
+        assert until(lambda: p.building() == 1, timeout=120)
+        h = p.submit(from_preset("dlg", {"iterations": 3}))
+        wait(h, timeout=300)
+        assert h.status == "finished" and pool_mod.WAITS_FOR_BUILD in h.notes
+        assert p.building() == 0
         # idle between runs, as a class is: once no run has gone on for QUIET_S the worker builds (~3 s each from
         # Inductor's cache, 16–20 s the first time on a machine)
         assert until(lambda: time.sleep(pool_mod.QUIET_S + 2) or compiled.READY in run_dlg(), timeout=300)

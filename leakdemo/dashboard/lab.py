@@ -26,7 +26,7 @@ from ..words import fixed, plural, small_figure, three_digits
 from . import state
 from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
-from .pool import CONFIG_PROBLEMS
+from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
 from .shared import (hardware, ignored_line, polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow,
                      tab_alive)
 from .views import agic, logits, vfl
@@ -253,8 +253,9 @@ def sidebar() -> tuple:
             param_widget(p, st)
         st.caption(f"This machine: {hardware()}")
     pool = run_pool()
-    ready, warm = pool.ready(), pool.warm()
-    sb.caption(f"Engine: {warm} of {pool.max_running} workers ready" if warm else
+    ready, warm, building = pool.ready(), pool.warm(), pool.building()
+    ahead = f" · {building} compiling DLG and DLM+ ahead, for faster runs" if building else ""
+    sb.caption(f"Engine: {warm + building} of {pool.max_running} workers ready{ahead}" if warm + building else
                "Engine: workers started, warming up (a run can start now)" if ready else
                "Engine: starting the workers (a few seconds)…")
     for problem in CONFIG_PROBLEMS:  # the server's environment, refused at start (also in its log)
@@ -497,7 +498,8 @@ def run_view(handle) -> None:
     with handle.lock:
         status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
         since = handle.since_latest()
-        notes = shown_notes(handle.notes, done=handle.done)
+        # why the first frame is late, until it comes
+        notes = shown_notes([n for n in handle.notes if latest is None or n != WAITS_FOR_BUILD], done=handle.done)
         matching = handle.matching
     if status == "queued":
         st.progress(0.0, text=queue_line(run_pool(), handle))

@@ -215,6 +215,8 @@ def held_builds(cuda: bool) -> list[tuple[str, dict]]:
 
 BUILD_WAIT_S = 300  # how long a worker waits for its turn to build before it gives up, for now
 QUIET_S = 5.0  # ... and how long no run must have gone on before it builds
+WAITS_FOR_BUILD = ("this worker was building DLG's and DLM+'s compiled objectives ahead, for faster runs; the run "
+                   "starts when that step ends (a few seconds; up to 20 s the first time on a machine)")
 
 
 def _worker_main(jobs, results, stop_job, threads, build_lock, busy) -> None:
@@ -348,7 +350,7 @@ class _Worker:
         self.start()
 
     def start(self) -> None:
-        self.ready = self.warm = self.built = False
+        self.ready = self.warm = self.built = self.building = False
         self.jobs, self.results = self.ctx.Queue(), self.ctx.Queue()
         self.process = self.ctx.Process(target=_worker_main, daemon=True, name="leakdemo-worker",
                                         args=(self.jobs, self.results, self.stop_job, self.threads, *self.builds))
@@ -438,6 +440,10 @@ class RunPool:
     def warm(self) -> int:
         """Workers past their warm-up: a run they take shows its first frame at once."""
         return sum(w.warm for w in self._workers)
+
+    def building(self) -> int:
+        """Workers building their objectives ahead (held_builds): a run they take waits for the build's step."""
+        return sum(w.building for w in self._workers)
 
     def running(self) -> int:
         return sum(w.handle is not None for w in self._workers)
@@ -530,6 +536,8 @@ class RunPool:
         with h.lock:
             h.status, h.job_id, h.clock_at = "running", self._next_id, time.monotonic()
         w.handle, w.job_id = h, self._next_id
+        if w.building:  # only when no other worker was free: the page says why the first frame is late
+            h.notes.append(WAITS_FOR_BUILD)
         self._share_cores()
         w.jobs.put((self._next_id, h.task if h.task is not None else h.scenario.to_dict(), h.uploads))
 
@@ -558,6 +566,7 @@ class RunPool:
                 continue
             if job_id in ("ready", "warm", "building"):  # building: taken as not warm, so a run goes elsewhere first
                 w.ready, w.warm = True, job_id == "warm" or (job_id == "ready" and w.warm)
+                w.building = job_id == "building"
                 continue
             if job_id == "built":  # it holds its builds ahead: a run of those shapes runs compiled there
                 w.built = True
@@ -577,7 +586,7 @@ class RunPool:
         code = w.process.exitcode
         with self._lock:
             h, w.handle, w.job_id = w.handle, None, None
-            w.ready = w.warm = w.built = False
+            w.ready = w.warm = w.built = w.building = False
             replace = not self.closing and code not in SHUTDOWN_SIGNALS
         if h is not None and not h.done:
             h.apply(Failed(STOPPED_HARD if h.stop_requested else "the worker running this attack stopped "
