@@ -183,6 +183,13 @@ def test_crowded_points_carry_one_picture_not_a_pile():
     lo, hi = fig.layout.xaxis.range
     assert abs((lo + hi) / 2 - 1.0) < 1e-9 and hi - lo > 0.05  # mid-axis, with room for pictures either side
     assert list(fig.layout.xaxis.tickvals) == [0.98, 0.99, 1.0]  # but no "1.02" on a share
+    # sweep-topk-pli: five points within 0.15 of each other at accuracy ~1.0 had four pictures round them, none
+    # telling whose it was; now only the undefended star's, above it
+    rows = [row(0, 1.0, 0.8, True), row(1, 0.9995, 0.75), row(2, 0.999, 0.7), row(3, 1.0, 0.85)]
+    for r in rows:
+        r["psnr"], r["attack_accuracy"] = 15.0, r["psnr"]
+    pictures = tradeoff_figure(rows, ["top_k"]).layout.images
+    assert [(im.x, im.yanchor) for im in pictures] == [(1.0, "bottom")] and pictures[0].y > 0.8
     rows = [row(0, 0.96, 90.0, True), row(1, 0.5, 30.0), row(2, 0.1, 5.0)]  # a wide span: plotly's own ticks
     assert tradeoff_figure(rows, ["dp_sigma"]).layout.xaxis.tickvals is None
     # one that costs nothing below 1 (sweep-batch-dlg's 0.951 at every batch size) sits mid-axis, not on its edge

@@ -443,7 +443,9 @@ def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -
     point: the best trade-offs and what each still gives away, readable at a glance. Each picture goes above
     its point, else to its left, right or below, wherever it covers no other point and no picture already
     drawn (the undefended point's first, then the front's from the least leakage up); where it would cover
-    one wherever it went, it is left out. sweep-dp-dlg's best point sits under two weaker ones, and its
+    one wherever it went, it is left out — as is one whose point lies within a picture's size of a point that
+    has a picture (sweep-topk-pli's five points within 0.15 of each other at accuracy 1.0 had four pictures
+    round them, none telling whose it was). sweep-dp-dlg's best point sits under two weaker ones, and its
     picture hid them; points crowd where a defense costs nothing, and a pile of thumbnails reads as none.
     (Plotly's hover labels hold text only; a click on any point shows its reconstructions below the chart.)"""
     shown = [r for r in shown if r.get("thumbnail") is not None]
@@ -469,10 +471,15 @@ def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -
     chart = _Chart(x_range, y_range, 0.09 * span_x, 0.16 * span_y, 0.04 * span_y)
     ringed = {r["index"] for r in shown}
     chart.points = [chart.marker(utility_of(r)[1], r[key], _marker_px(r, ringed)) for r in rows]
+    pictured: list[tuple[float, float]] = []
     for r in sorted(shown, key=lambda r: (not r["undefended"], r[key])):
-        spot = chart.place(utility_of(r)[1], r[key], _marker_px(r, ringed))
+        x, y = utility_of(r)[1], r[key]
+        if any(abs(x - px) < chart.w and abs(y - py) < chart.h for px, py in pictured):
+            continue  # within a picture's size of a point that has one, its picture would read as either's
+        spot = chart.place(x, y, _marker_px(r, ringed))
         if spot is None:
             continue
+        pictured.append((x, y))
         url, _ = png_once(("chart", r["index"], r["runs"]), lambda r=r: _small(r["thumbnail"][0]),
                           memo_name="chart_thumbs", limit=80)
         fig.add_layout_image(source=url, xref="x", yref="y", sizex=chart.w, sizey=chart.h, sizing="contain",
