@@ -687,39 +687,42 @@ def model_cost(p) -> str | None:
     SLOW_RUN_S even at the fastest rate measured — a ResNet at model_width=256 and 128 px showed 'Iteration 0 /
     300' for minutes: ~50 G multiply-adds a pass, ~12–39 h for DLG's 300 steps. Offers the largest model_width
     and image_size that run within it (settings.forward_macs counts without torch)."""
-    def seconds(q) -> tuple[list[float], int, int] | None:  # an evaluation at both rates, their count, images × starts
-        macs = settings.forward_macs(q)
-        if macs is None:
-            return None
-        images = (settings.local_images(q) * q["epochs"] if q["protocol"] == "fedavg" else
-                  settings.round_images(q)[0])
-        lbfgs = _LBFGS_PARAMS[0] in ATTACKS[q["attack"]].params
-        starts = q.get("trials", 1) if lbfgs else 1 + q.get("restarts", 0)
-        evaluations = q["iterations"] * (LBFGS_EVALUATIONS if lbfgs else 1)
-        passes = images * starts
-        return [macs / 1e9 * passes * g for g in GMAC_SECONDS], evaluations, passes
-    found = seconds(p)
-    if found is None or found[0][0] * found[1] < SLOW_RUN_S:
+    cost = _objective_cost(p)
+    if cost is None or cost[0] * GMAC_SECONDS[0] * cost[1] < SLOW_RUN_S:
         return None
-    (low, high), evaluations, passes = found
+    gmacs, evaluations, lbfgs, passes = cost
 
     def fits(**change) -> bool:
-        return seconds({**p, **change})[0][0] * evaluations < SLOW_RUN_S
+        smaller = _objective_cost({**p, **change})
+        return smaller[0] * GMAC_SECONDS[0] * evaluations < SLOW_RUN_S
     width = p.get("model_width") or settings.MODEL_WIDTHS[p["model"]]
     narrower = max((w for w in range(1, width) if fits(model_width=w)), default=None)
     smaller = max((s for s in range(8, p["image_size"]) if fits(image_size=s)), default=None)
     remedies = ([f"model_width ≤ {narrower}"] if narrower else []) + ([f"image_size ≤ {smaller}"] if smaller else [])
-    lbfgs = evaluations != p["iterations"]
+    low, high = (gmacs * g for g in GMAC_SECONDS)
     steps = (f"{p['iterations']} L-BFGS steps of up to {LBFGS_EVALUATIONS} evaluations" if lbfgs else
              f"{p['iterations']} steps")
     shape = ", ".join([f"model_width={p['model_width']}"] * bool(p.get("model_width"))
                       + [f"model_depth={p['model_depth']}"] * (p.get("model_depth", 1) > 1))
     return (f"A large model for a CPU: one pass of {settings.MODEL_NAMES[p['model']]}"
-            f"{f' ({shape})' if shape else ''} over a {p['image_size']} px image takes "
-            f"{settings.forward_macs(p) / 1e9:.1f} G multiply-adds, so on 2 CPU cores each evaluation of the attack's "
-            f"objective{f' ({passes} such passes)' if passes > 1 else ''} takes ~{_span(low, high)} and {steps} ~{_span(low * evaluations, high * evaluations)}. Built "
-            f"for a GPU; under {SLOW_RUN_S // 60} minutes on a CPU: "
-            + (" or ".join(remedies) if remedies else "a smaller model_width and image_size"))
+            f"{f' ({shape})' if shape else ''} over a {p['image_size']} px image takes {gmacs / passes:.1f} G "
+            f"multiply-adds, so on 2 CPU cores each evaluation of the attack's objective"
+            f"{f' ({passes} such passes)' if passes > 1 else ''} takes ~{_span(low, high)} and {steps} "
+            f"~{_span(low * evaluations, high * evaluations)}. Built for a GPU; under {SLOW_RUN_S // 60} minutes on "
+            "a CPU: " + (" or ".join(remedies) if remedies else "a smaller model_width and image_size"))
+
+
+def _objective_cost(p) -> tuple[float, int, bool, int] | None:
+    """One evaluation of an image attack's objective in 10⁹ multiply-adds of the model's forward passes, the
+    evaluations in the run, whether it is L-BFGS's (up to LBFGS_EVALUATIONS a step) and the passes an evaluation
+    makes (images × racing starts); None where the protocol's model is not `model`."""
+    macs = settings.forward_macs(p)
+    if macs is None:
+        return None
+    images = settings.local_images(p) * p["epochs"] if p["protocol"] == "fedavg" else settings.round_images(p)[0]
+    lbfgs = _LBFGS_PARAMS[0] in ATTACKS[p["attack"]].params
+    passes = images * (p.get("trials", 1) if lbfgs else 1 + p.get("restarts", 0))
+    return macs / 1e9 * passes, p["iterations"] * (LBFGS_EVALUATIONS if lbfgs else 1), lbfgs, passes
 
 
 def _span(low: float, high: float) -> str:

@@ -106,10 +106,10 @@ def build_model(name: str, channels: int, size: int, classes: int, seed: int,
                 width: int = 0, depth: int = 1, init: str = "default") -> nn.Module:
     """Build model `name` and initialise it from `seed`.
 
-    width 0 means the model's own default width (settings.MODEL_WIDTHS). init "uniform" is DLG's U(-0.5, 0.5) for every
-    weight and bias, which makes the sigmoid LeNet leak far more.
+    width 0 means the model's own default width (settings.MODEL_WIDTHS). init "uniform" is DLG's U(-0.5, 0.5)
+    for every weight and bias, which makes the sigmoid LeNet leak far more.
     """
-    kw = {"width": width or MODEL_WIDTHS.get(name, 1)}
+    kw = {"width": width or MODEL_WIDTHS.get(name)}
     if name == "lenet":
         model = LeNet(channels, size, classes, **kw)
     elif name == "mlp":

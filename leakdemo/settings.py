@@ -134,7 +134,6 @@ def fedsgd_check(p: dict) -> None:
 # ---------------------------------------------------------------- what a LeNet's gradient can pin down
 
 
-
 def lenet_equations(p: dict, width: int | None = None, images: int | None = None) -> tuple[int, int, int] | None:
     """About how many numbers one gradient (FedSGD) or one round's weight update (FedAvg) of DLG's LeNet carries
     about the images it was computed on, how many unknown pixel values those images have, and how many images that is —
