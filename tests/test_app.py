@@ -171,6 +171,26 @@ def test_a_switch_to_a_protocol_that_refuses_a_kept_value_takes_its_default_and_
     assert "got 8" not in note, note  # the refused value is said once, first
 
 
+def test_a_hand_typed_link_naming_an_attack_of_another_protocol_gets_that_protocol():
+    # `?attack=cafe` on the default preset (DLG on FedSGD) was ignored — "cafe does not apply to protocol fedsgd"
+    # — and `?protocol=fedmd&attack=tbi` lost both, since dlg's photos are no FedMD data
+    for query, protocol in (({"attack": "cafe"}, "vfl"), ({"attack": "pli"}, "fedmd"), ({"attack": "agic"}, "fedavg"),
+                            ({"preset": "cafe", "attack": "tbi"}, "fedmd"), ({"preset": "dlm", "attack": "idlg"}, "fedsgd"),
+                            ({"protocol": "fedmd", "attack": "tbi"}, "fedmd"),
+                            ({"protocol": "ds-fl", "attack": "tbi", "rounds": "3"}, "ds-fl"),
+                            ({"preset": "cafe", "protocol": "fedgems", "attack": "tbi"}, "fedgems")):
+        s, ignored = state.from_query(query)
+        assert ignored == [] and (s["protocol"], s["attack"]) == (protocol, query["attack"]), (query, ignored)
+        preset = from_preset(query.get("preset", "dlg"))
+        switched = state.switch(state.switch(preset, "protocol", protocol)[0], "attack", query["attack"])[0]
+        if "protocol" not in query:  # the sidebar's two clicks, exactly
+            assert s.params == switched.params
+        assert state.from_query(state.to_query(s))[0].params == s.params
+    assert state.to_query(state.from_query({"attack": "cafe"})[0]) == {"preset": "dlg", "attack": "cafe"}
+    s, ignored = state.from_query({"attack": "invgrad"})  # one of the preset's protocol's: no switch
+    assert ignored == [] and s["protocol"] == "fedsgd"
+
+
 def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_does():
     # `?preset=dlg&protocol=fedmd`: DLG cannot attack FedMD; the link was ignored with a note, the page on DLG
     for protocol, attack, name in (("fedavg", "dlm", "iterations"), ("fedmd", "pli", "rounds"), ("ds-fl", "pli", "rounds")):
@@ -179,14 +199,15 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
         switched, _ = state.switch(from_preset("dlg"), "protocol", protocol)  # the link's value on top of it
         assert s.params == {**switched.params, name: 3}
     s, ignored = state.from_query({"preset": "dlg", "protocol": "fedavg", "attack": "dlg"})  # named: still said
-    assert s["protocol"] == "fedsgd" and ignored[0].text.startswith("attack: dlg does not apply to protocol fedavg")
+    assert [i.text[:48] for i in ignored] == ["attack: dlg does not apply to protocol fedavg; a"]
+    assert (s["protocol"], s["attack"]) == ("fedavg", "dlm")  # the protocol stands, with its own attack
     at = lab(preset="dlg", protocol="fedmd")
     assert widget(at, "Attack").value == "pli" and not at.warning
     # and so the Lab's own link for a switched protocol stays that short, not the twenty values it brings
     assert dict(at.query_params) == {"preset": "dlg", "protocol": "fedmd"}
     tbi = state.switch(state.switch(from_preset("dlg"), "protocol", "ds-fl")[0], "attack", "tbi")[0]
-    assert state.to_query(tbi) == {"preset": "dlg", "protocol": "ds-fl", "attack": "tbi", "data": "faces",
-                                   "num_classes": "40"}  # named attack: the preset's data would apply again
+    # a named attack too: the preset's photos are refused there, so the link reads as the two clicks did
+    assert state.to_query(tbi) == {"preset": "dlg", "protocol": "ds-fl", "attack": "tbi"}
 
 def test_uploads_are_validated():
     import io

@@ -43,10 +43,17 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
         name = DEFAULT_PRESET
     base = load_preset(name).params
     proto, start = query.get("protocol"), resolve(base, preset=name)
-    if "attack" not in query and proto in catalog.PROTOCOLS and start["attack"] not in catalog.attacks_for(proto):
+    homes = catalog.ATTACKS[query["attack"]].protocols if query.get("attack") in catalog.ATTACKS else ()
+    if "protocol" not in query and homes and start["protocol"] not in homes:
+        proto = homes[0]  # a link that names only an attack the preset's protocol lacks (`?attack=cafe` on dlg)
+    elif proto not in catalog.PROTOCOLS or proto == start["protocol"]:
+        proto = None  # the preset's protocol, or one the check below names
+    unfit = proto and "attack" not in query and start["attack"] not in catalog.attacks_for(proto)
+    if proto and ("protocol" not in query or unfit):
         # a hand-typed link that names only a protocol the preset's attack cannot attack (`?protocol=fedmd` on
-        # `dlg`): the sidebar's switch, with that protocol's own attack and defaults, rather than ignore it
-        base = switch(start, "protocol", proto)[0].params
+        # `dlg`), or only an attack of another protocol's: the sidebar's switch, with that protocol's own attack
+        # and defaults, rather than ignore it
+        base, proto = switch(start, "protocol", proto)[0].params, None
     accepted = {}
     # choices first, so that each parameter is checked against the right components
     keys = sorted((k for k in query if k != "preset"), key=lambda k: k not in ("protocol", "attack", "defense"))
@@ -60,6 +67,11 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
             accepted, keys = trial, []
             break
         except ParamError as e:
+            if e.name not in trial and proto:
+                # a preset's value that the link's protocol refuses (dlg's photos under `?protocol=fedmd&attack=tbi`):
+                # that protocol's own defaults instead, as the sidebar's switch gives — the link did not set it
+                base, proto = switch(start, "protocol", proto)[0].params, None
+                continue
             if e.name not in trial:  # a value the link did not set: find the culprits one at a time, below
                 errors.clear()
                 break
@@ -108,7 +120,12 @@ def to_query(s: Scenario) -> dict[str, str]:
         return query
     key = (s.preset, tuple(sorted((k, str(v)) for k, v in s.params.items())))
     if key not in _SHORTEST:
-        for name in [k for k in query if k not in ("preset", "protocol")]:
+        # the protocol last, where the attack alone names it (`?attack=cafe`; `?protocol=fedmd` stays as typed),
+        # and then the rest again, which that protocol's own defaults may now bring back
+        rest = [k for k in query if k not in ("preset", "protocol")]
+        for name in rest + ["protocol"] + rest:
+            if name not in query:
+                continue
             trial = {k: v for k, v in query.items() if k != name}
             again, ignored = from_query(trial)
             if not ignored and again.params == s.params:
