@@ -77,6 +77,12 @@ def _choice(name: str, merged: dict) -> str:
     return p.coerce(merged.get(name, p.default))
 
 
+def _homes(protocols: tuple[str, ...]) -> str:
+    """Where a component that does not apply belongs, and the fix: 'vfl: set protocol=vfl too'."""
+    fix = f"protocol={protocols[0]}" if len(protocols) == 1 else "protocol to one of them"
+    return f"{', '.join(protocols)}: set {fix} too"
+
+
 def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] | None = None,
             preset: str = "custom") -> Scenario:
     """Validate base (trusted: a preset or scenario file) plus overrides (typed by a user)."""
@@ -91,10 +97,12 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     defense = _choice("defense", merged)
     if attack not in catalog.attacks_for(protocol):
         raise ParamError("attack", f"{attack} does not apply to protocol {protocol}; allowed: "
-                         f"{', '.join(catalog.attacks_for(protocol))}")
+                         f"{', '.join(catalog.attacks_for(protocol))} ({attack} attacks "
+                         f"{_homes(catalog.ATTACKS[attack].protocols)})")
     if defense not in catalog.defenses_for(protocol):
         raise ParamError("defense", f"{defense} does not apply to protocol {protocol}; allowed: "
-                         f"{', '.join(catalog.defenses_for(protocol))}")
+                         f"{', '.join(catalog.defenses_for(protocol))} ({defense} defends "
+                         f"{_homes(catalog.DEFENSES[defense].protocols)})")
     specs = catalog.params_for(protocol, attack, defense)
 
     # inherited values for a component the user switched away from do not carry over

@@ -110,6 +110,9 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("run", "dlg", "--set", "lr=-1"), "error: lr: must be a number in [0.0001, 10], got -1"),
     (("run", "dlg", "--set", "batch_size=0"), "error: batch_size: must be an integer in [1, 64], got 0"),
     (("run", "dlg", "--set", "attack=magic"), "error: attack: must be one of dlg, idlg, invgrad"),
+    # an attack of another protocol's said only what this one allows, not where the attack belongs
+    (("run", "dlg", "--set", "attack=cafe"), "error: attack: cafe does not apply to protocol fedsgd; allowed: dlg, "
+                                             "idlg, invgrad (cafe attacks vfl: set protocol=vfl too)"),
     (("run", "dlg", "--set", "images=nope"), "error: images: unknown samples item 'nope'"),
     (("run", "dlg", "--set", "iterations"), "error: --set: expected name=value"),
     # two values for one name ran the last one without a word
