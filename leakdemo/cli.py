@@ -554,10 +554,12 @@ def cmd_runs(args) -> int:
         return 0
     if not rest:
         raise LeakdemoError(f"runs {action}: give the run's id (`python -m leakdemo runs list` shows them)")
-    try:
-        run_id = int(rest[0])
-    except ValueError:
-        raise LeakdemoError(f"runs {action}: the id must be a whole number, got {rest[0]!r}") from None
+    found = re.fullmatch(r"[#rR]?(\d+)", rest[0].strip())  # r12, as the Compare page's link names run 12, is 12
+    if found is None:
+        showcase = " (g-codes are the gallery's showcases; `runs` reads your run store)" \
+            if re.fullmatch(r"[gG]\d+", rest[0].strip()) else ""
+        raise LeakdemoError(f"runs {action}: the id must be a whole number, got {rest[0]!r}{showcase}")
+    run_id = int(found.group(1))
     if action == "delete":
         if not store.delete(run_id):
             raise LeakdemoError(f"runs delete: no run {run_id} in {store.path}")

@@ -211,6 +211,21 @@ def test_a_shared_link_opens_its_runs_and_unknown_ids_are_reported():
     assert at.multiselect(key="c_runs").value == ["g3", "g5"] and not at.warning
 
 
+def test_a_link_names_your_run_as_runs_list_numbers_it(store_path):
+    # `runs list` and `runs show 1` number a run 1; `?runs=1,2` opened two showcases, "no such recorded run here"
+    run = open_gallery().load(1)
+    rid = RunStore(str(store_path)).record("k", "cli", run.scenario, run.started, run.finished, run.keyframes)
+    at = page(runs=f"{rid},G3")
+    assert not at.exception and not at.warning
+    assert at.multiselect(key="c_runs").value == [f"r{rid}", "g3"]
+    assert at.query_params["runs"] in (f"r{rid},g3", [f"r{rid},g3"])  # the page's own link, in its own words
+    at = page(runs="#999")
+    assert [w.value for w in at.warning] == ["Ignored from the link: runs=r999 (no such recorded run here; the page "
+                                             "opens on two showcases instead)."]
+    from leakdemo.dashboard.compare import run_refs
+    assert run_refs(["12, #4,g1", "R2,,x7"]) == ["r12", "r4", "g1", "r2", "x7"]
+
+
 def test_runs_are_named_as_people_say_them():
     """Titles read 'DLM+ on FedAvg', not the codes 'DLM-PLUS on fedavg'; the picker names each showcase by
     what it shows, not 'dlg: dlg, none' three times over."""

@@ -207,6 +207,11 @@ def test_cli_serves_a_repeated_run_from_the_store_and_manages_runs(tmp_path, sto
     import json
     info = json.loads(shown.stdout)
     assert info["id"] == 1 and info["scenario"]["params"]["image_size"] == 16 and "psnr" in info
+    assert _cli("runs", "show", "r1").stdout == shown.stdout  # as the Compare page's link names it: ?runs=r1
+    showcase = _cli("runs", "show", "g1")
+    assert showcase.returncode == 2 and showcase.stderr.strip() == ("error: runs show: the id must be a whole number, "
+                                                                    "got 'g1' (g-codes are the gallery's showcases; "
+                                                                    "`runs` reads your run store)")
     out = tmp_path / "export"
     assert _cli("runs", "export", "1", str(out)).returncode == 0
     assert {"grid.png", "progress.gif", "metrics.json", "scenario.json"} <= set(p.name for p in out.iterdir())

@@ -5,6 +5,7 @@ first frame to the last (nothing is computed: the frames come from the store).
 Layout and widgets only: runs are read with leakdemo.store; pictures drawn with leakdemo.artifacts."""
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -107,14 +108,28 @@ def _load(ref: str, path: str) -> StoredRun:
     return store.load(int(ref[1:]))
 
 
+def run_refs(asked: list[str]) -> list[str]:
+    """The run codes the link gives (`runs=g3,r12`, or the key once per run), each as the page names it: a bare
+    `12` or `#12` is your run 12, as `runs list` and `runs show 12` number it (`r12`); `G3` is `g3`."""
+    out = []
+    for word in ",".join(asked).split(","):
+        w = word.strip()
+        if re.fullmatch(r"#?\d+", w):
+            w = f"r{w.lstrip('#')}"
+        elif re.fullmatch(r"[GRgr]\d+", w):
+            w = w.lower()
+        if w:
+            out.append(w)
+    return out
+
+
 def _init_from_query(choices: dict) -> None:
     # a list: `runs=g1&runs=g2` (as many sites write one) means `runs=g1,g2`, not the last alone
-    asked = ",".join(st.query_params.get_all("runs"))
-    if "c_runs" in st.session_state and asked == ",".join(st.session_state["c_runs"]):
+    wanted = run_refs(st.query_params.get_all("runs"))
+    if "c_runs" in st.session_state and wanted == st.session_state["c_runs"]:
         return
-    if "c_runs" in st.session_state and (not asked or st.session_state.get("c_pending")):
+    if "c_runs" in st.session_state and (not wanted or st.session_state.get("c_pending")):
         return
-    wanted = [x.strip() for x in asked.split(",") if x.strip()]
     known = list(dict.fromkeys(w for w in wanted if w in choices))  # each run once, in the link's order
     bad = [w for w in wanted if w not in choices]
     showcases = [k for k in choices if k.startswith("g")][:2]  # the two that contrast a defense with none
