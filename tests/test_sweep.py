@@ -308,6 +308,20 @@ def test_stopping_keeps_the_points_already_done():
     assert seen[-1].status == "stopped" and 1 <= len(seen[-1].rows) < 7
 
 
+def test_a_sweep_title_says_a_defense_held_at_one_strength():
+    # `sweep dlg --set defense=dp-gaussian --vary lr=…` was titled 'DLG, varying learning rate (dlg)': every point
+    # ran under σ = 0.01, and the title read as an undefended sweep
+    from leakdemo.catalog import sweep_title
+    from leakdemo.scenario import load
+    dp, prune = load("dlg", {"defense": "dp-gaussian"}).params, load("dlg", {"defense": "prune"}).params
+    assert sweep_title(dp, "lr", "dlg") == "DLG under Gaussian noise (noise σ = 0.01, clip norm off), varying learning " \
+                                           "rate (dlg)"
+    assert sweep_title(prune, "batch_size") == "DLG against batch size under magnitude pruning (pruned fraction = 0.5)"
+    assert sweep_title(dp, "dp_sigma", "dlg") == "DLG against Gaussian noise (DP-style) (dlg)"  # its strength swept
+    assert sweep_title(dp, "batch_size", swept=("dp_sigma",)) == "DLG against batch size"  # swept too: not held
+    assert sweep_title(from_preset("dlg").params, "lr") == "DLG, varying learning rate"  # no defense: as before
+
+
 def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     out = tmp_path / "out"
     r = cli("sweep", "dlg", "--set", "image_size=16", "--set", "iterations=10", "--set", "defense=prune",
