@@ -91,8 +91,10 @@ def assert_no_traceback(page):
 def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
     page = open_lab(browser, server, "preset=dlg&images=coffee&seed=1")
     wait_until_warm(page)
+    run = page.get_by_role("button", name="Run attack")
+    pressed_at = run.bounding_box()["y"]
     t0 = time.perf_counter()
-    page.get_by_role("button", name="Run attack").click()
+    run.click()
     page.get_by_text("Reconstruction (what the server rebuilt)").wait_for(timeout=30_000)
     page.locator('[data-testid="stImage"]').nth(1).wait_for(timeout=30_000)
     first_frame = time.perf_counter() - t0
@@ -100,6 +102,8 @@ def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
     page.get_by_text(re.compile(r"^Iteration \d+ / 300")).first.wait_for(timeout=30_000)
     # the threat card folds while the run runs (it stayed open through a fresh server's first run)
     page.get_by_text("Assumed to know").wait_for(state="hidden", timeout=15_000)
+    # under Run and Stop: they stay where the pointer pressed them (above, they jumped ~300 px up as it folded)
+    assert abs(run.bounding_box()["y"] - pressed_at) <= 1, (run.bounding_box(), pressed_at)
     page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
     page.get_by_text("Finished", exact=False).first.wait_for(timeout=400_000)
     page.locator('[data-testid="stMetric"]').filter(has_text="PSNR").first.wait_for(timeout=30_000)

@@ -417,8 +417,6 @@ def threat_card(s, folded: bool = False) -> None:
                  else f"{p.title} = {s[p.name]:g}" if isinstance(s[p.name], float) else f"{p.title} = {s[p.name]}"
                  for p in protocol.params if p.defends]  # as the sidebar names them ("Batch size", not batch_size)
         st.caption(f"Attack: {attack.title} — {attack.summary}  ·  Protocol knobs that defend: {', '.join(knobs)}")
-    for w in s.warnings:
-        st.warning(w, icon=":material/warning:")
 
 
 def _chart(handle):
@@ -656,8 +654,6 @@ def main() -> None:
         if dict(st.query_params) != query:
             st.query_params.from_dict(query)
     handle = st.session_state.get("handle")
-    if scenario is not None:
-        threat_card(scenario, folded=handle is not None)
     pace = _pace(handle)
     polled(run_panel, pace)(scenario, problem, uploads, pace, handle)
 
@@ -676,9 +672,9 @@ def _pace(handle) -> float | None:
 
 def redraw_page(handle, pace: float | None, drawn_with) -> bool:
     """Whether the run panel asks for a full rerun: the pace its run's state needs changed, or the run is not
-    the one the page was drawn with — a run just started must fold the threat card, and on a fresh server the
-    pace stays at POLL_SECONDS from before the click (the gallery's thumbnails) through the first run, so no
-    pace change folded it: the class watched the whole first run under the open card, pictures below the fold."""
+    the one the page was drawn with — a run just started gets the page drawn around it once (the sidebar's
+    Engine line), even where the pace stays at POLL_SECONDS from before the click (a fresh server's gallery
+    thumbnails) through the first run."""
     return _pace(handle) != pace or handle is not drawn_with
 
 
@@ -716,6 +712,10 @@ def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None) -
         c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}"
                    f"{defended}, {what}, {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
+    if scenario is not None:  # under Run and Stop, which stay put as the card folds (above, they jumped up
+        for w in scenario.warnings:  # ~300 px from under the pointer that had just pressed Run)
+            st.warning(w, icon=":material/warning:")
+        threat_card(scenario, folded=handle is not None)
     if handle is None:
         if problem is None:  # while a setting is refused, the message beside the greyed button says what to do
             st.info("Press **Run attack** to start. The reconstruction streams in here as the attack works.")
