@@ -57,7 +57,8 @@ class Axis:
 
 
 def parse_axis(text: str, base: Scenario) -> Axis:
-    """'NAME=LOW..HIGH:N' (log-spaced where the catalog marks the parameter log) or 'NAME=a,b,c'."""
+    """'NAME=LOW..HIGH:N' (log-spaced where the catalog marks the parameter log) or 'NAME=a,b,c' (numbers in
+    ascending order, however given: `dp_sigma=0.1,0.01` put 0.1's picture before 0.01's in the strip)."""
     if "=" not in text:
         raise LeakdemoError(f"--vary: expected NAME=LOW..HIGH:N or NAME=a,b,c, got {text!r}")
     name, spec = (t.strip() for t in text.split("=", 1))
@@ -112,6 +113,8 @@ def parse_axis(text: str, base: Scenario) -> Axis:
     if not 1 <= len(items) <= MAX_POINTS:
         raise ParamError(name, f"give 1 to {MAX_POINTS} values, got {len(items)}")
     values = tuple(dict.fromkeys(p.coerce(v) for v in items))
+    if p.kind in ("int", "float"):  # ascending, as a range runs: the strip and the table read in order
+        values = tuple(sorted(values))
     return Axis(name, values, log=bool(p.log and all(isinstance(v, (int, float)) and v > 0 for v in values)))
 
 

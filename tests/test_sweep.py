@@ -36,6 +36,9 @@ def test_axes_follow_the_catalog():
     assert not b.log and b.values == (0.0, 4.0, 8.0)
     c = parse_axis("dp_clip=0,4", base)
     assert c.values == (0.0, 4.0)
+    # numbers in ascending order, however given: the strip put 0.1's picture before 0.01's; choices keep their order
+    assert parse_axis("dp_sigma=0.1, 0.01,1e-3,0.1", base).values == (1e-3, 0.01, 0.1)
+    assert parse_axis("model=mlp,lenet", base).values == ("mlp", "lenet")
     d = parse_axis("iterations=10..12:8", base)  # integers: rounded, each once
     assert d.values == (10, 11, 12)
 
