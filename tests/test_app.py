@@ -761,16 +761,16 @@ def test_the_server_does_not_collect_garbage_after_every_refresh():
     assert out.stdout.strip() == "False", out.stdout + out.stderr
 
 
-def test_a_run_begun_folds_the_threat_card_even_at_an_unchanged_pace():
-    """Run attack reruns only the run panel; the panel asks for the full rerun that folds the threat card. It
-    asked only when the pace changed — and on a fresh server the pace is the same before the click (the
-    gallery's thumbnails) and during the run: the first run of a class played under the open card, its
-    pictures below a 1280×720 projector's fold."""
+def test_a_run_begun_redraws_the_page_once_even_at_an_unchanged_pace():
+    """Run attack reruns only the run panel; the panel asks for one full rerun around a new run. It asked only
+    when the pace changed — and on a fresh server the pace is the same before the click (the gallery's
+    thumbnails) and during the run: while the threat card sat above the panel, the first run of a class played
+    under the open card, its pictures below a 1280×720 projector's fold (the card now folds in the panel)."""
     from leakdemo.dashboard.lab import POLL_SECONDS, redraw_page
     from leakdemo.dashboard.pool import RunHandle
     run = RunHandle(scenario=from_preset("dlg"), status="running", seq=1)
     assert redraw_page(run, POLL_SECONDS, None)  # just clicked: a page drawn without it
-    assert not redraw_page(run, POLL_SECONDS, run)  # drawn with it (card folded): ticks redraw the panel alone
+    assert not redraw_page(run, POLL_SECONDS, run)  # drawn with it: ticks redraw the panel alone
     again = RunHandle(scenario=from_preset("dlg"), status="running", seq=2)
     assert redraw_page(again, POLL_SECONDS, run)  # a second run over the first's page
 

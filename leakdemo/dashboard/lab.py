@@ -672,9 +672,9 @@ def _pace(handle) -> float | None:
 
 def redraw_page(handle, pace: float | None, drawn_with) -> bool:
     """Whether the run panel asks for a full rerun: the pace its run's state needs changed, or the run is not
-    the one the page was drawn with — a run just started gets the page drawn around it once (the sidebar's
-    Engine line), even where the pace stays at POLL_SECONDS from before the click (a fresh server's gallery
-    thumbnails) through the first run."""
+    the one the page was drawn with — a run just started gets one full rerun, which draws the page (and this
+    panel's `drawn_with`) around it, even where the pace stays at POLL_SECONDS from before the click (a fresh
+    server's gallery thumbnails) through the first run."""
     return _pace(handle) != pace or handle is not drawn_with
 
 
