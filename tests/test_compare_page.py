@@ -412,6 +412,23 @@ def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeyp
     assert at.title[0].value.startswith("DLG rebuilds a photo") and not at.exception
 
 
+def test_your_runs_are_scenes_too(store_path):
+    # a talk could show the gallery's showcases but not the runs you made for it: `scenes=r12` was "no such scene"
+    run = open_gallery().load(1)
+    rid = RunStore(str(store_path)).record("k", "lab", run.scenario, run.started, run.finished, run.keyframes)
+    at = AppTest.from_file(PRESENT, default_timeout=120)
+    at.query_params["scenes"] = f"{rid},g1"  # as runs list numbers it, as on Compare
+    at.run()
+    assert not at.exception and not at.warning
+    assert at.title[0].value == "DLG on FedSGD"
+    assert f"<b>no defense</b> · your run #{rid}, recorded · " in " ".join(m.value for m in at.markdown)
+    chooser = at.multiselect(key="p_pick")
+    assert chooser.value == [f"r{rid}", "g1"]
+    assert any(o.startswith(f"Run #{rid} · DLG on FedSGD, no defense, ") for o in chooser.options), chooser.options
+    at.button[1].click().run()  # Next: the showcase recorded from the same run, under its own title
+    assert at.title[0].value.startswith("DLG rebuilds a photo") and not at.exception
+
+
 def test_a_replayed_scene_shows_the_figures_of_the_frame_shown():
     """A recorded run replays from its first frame: PSNR, SSIM and time are those of the frame on the screen
     (as the live run showed them), not the final figures beside a noise picture; the end shows the final ones."""

@@ -1,9 +1,10 @@
 """Presenter mode: full-screen scenes for a projector — no sidebar, no controls but Back / Next (keyboard: ← and
 →, or a presentation clicker's Page Up / Page Down) and a scene chooser, big pictures and figures.
 
-Three kinds of scene: a recorded showcase replaying by itself (`g3`), an attack computed live on this machine
-(`live:dlg`), and a built-in sweep's trade-off chart from the run store (`sweep:sweep-dp-dlg`). The list is in
-the link (`?scenes=g1,live:dlg,sweep:sweep-dp-dlg&scene=2`), so a prepared talk is one bookmark.
+Four kinds of scene: a recorded showcase replaying by itself (`g3`), a run of your own from the run store
+replaying the same way (`r12`), an attack computed live on this machine (`live:dlg`), and a built-in sweep's
+trade-off chart from the run store (`sweep:sweep-dp-dlg`). The list is in the link
+(`?scenes=g1,r12,live:dlg,sweep:sweep-dp-dlg&scene=2`), so a prepared talk is one bookmark.
 
 Opened as the Present page, or with ?present=1 on the app's address (then the navigation is hidden too)."""
 from __future__ import annotations
@@ -15,10 +16,11 @@ from .. import catalog, milestones
 from ..artifacts import as_mosaics, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
+from ..store import open_store
 from ..words import fixed, plural
 from .pictures import show
 from .shared import queue_line, run_pool, setup_line
-from .compare import frame_at, judged_extras
+from .compare import frame_at, judged_extras, run_refs, your_runs
 
 TICK = 0.3
 REPLAY_SECONDS = 6.0
@@ -49,12 +51,14 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 # ---------------------------------------------------------------- which scenes
 
 
-def scene_choices(rows: list[dict]) -> dict[str, str]:
-    """Every scene this server can show, code -> what the chooser says: the gallery's showcases, a live run of
-    each standard preset, each built-in sweep's chart."""
+def scene_choices(rows: list[dict], store=None) -> dict[str, str]:
+    """Every scene this server can show, code -> what the chooser says: the gallery's showcases, the runs of
+    the run store `store` (the newest 200, as Compare offers them), a live run of each standard preset, each
+    built-in sweep's chart."""
     from ..scenario import presets
     from ..sweeps import sweeps
     out = {f"g{r['id']}": f"Showcase: {showcase_why(r)}" for r in rows}
+    out.update(your_runs(store) if store is not None else {})
     out.update({f"live:{n}": f"Live: {p.title}" for n, p in presets().items() if p.standard})
     out.update({f"sweep:{n}": f"Trade-off chart: {s.title}" for n, s in sweeps().items()})
     return out
@@ -71,7 +75,7 @@ def _init(rows: list[dict], choices: dict) -> None:
     if "p_scenes" in st.session_state:
         return
     # `scenes=g1&scenes=g2` is the list g1,g2, as on Compare
-    asked = [c.strip() for c in ",".join(st.query_params.get_all("scenes")).split(",") if c.strip()]
+    asked = run_refs(st.query_params.get_all("scenes"))  # `12`: your run 12, as on Compare
     bad = [c for c in asked if c not in choices]
     problems = [f"scenes={','.join(bad)} (no such scene here)"] if bad else []
     scenes = st.session_state["p_scenes"] = [c for c in asked if c in choices] or default_scenes(rows, choices)
@@ -115,8 +119,9 @@ def _nav(where, choices: dict) -> None:
     with b3.popover("Scenes", icon=":material/tune:", help="choose the scenes and their order", width="stretch"):
         st.session_state["p_pick"] = list(st.session_state["p_scenes"])
         st.multiselect("Scenes, in the order shown", list(choices), key="p_pick", format_func=choices.get,
-                       on_change=_picked, help="showcases replay recorded runs; live scenes compute the attack "
-                                               "now; charts come from the run store")
+                       on_change=_picked, help="showcases replay the gallery's recorded runs, and Run #… one of "
+                                               "yours from the run store; live scenes compute the attack now; "
+                                               "charts come from the run store")
         st.caption("The link in the address bar keeps this list.")
     # a presentation clicker sends Page Down / Page Up, not the arrows: two buttons nobody sees take them (a
     # button has one shortcut; hidden by CSS, its key still works)
@@ -144,7 +149,11 @@ def main() -> None:
     except LeakdemoError as e:
         st.warning(f"The recorded showcases are unavailable: {e}")
         gallery, rows = None, []
-    choices = scene_choices(rows)
+    try:
+        store = open_store()
+    except LeakdemoError:  # an unreadable store: Compare says why; the talk goes on without its runs
+        store = None
+    choices = scene_choices(rows, store)
     _init(rows, choices)
     if st.session_state.get("p_problem"):
         # kept until Back, Next or the chooser: the replay's closing rerun would otherwise take it away at once
@@ -155,12 +164,16 @@ def main() -> None:
     elif code.startswith("sweep:"):
         sweep_scene(code.split(":", 1)[1], choices)
     else:
-        row = next(r for r in rows if f"g{r['id']}" == code)
-        p = _run(gallery.path, row["id"]).scenario.get("params", {})
-        defense = catalog.defense_name(p.get("defense", "none"))
-        _head(showcase_why(row), f"{catalog.headline(p)} · <b>{defense}</b> · recorded", choices)
+        path, run_id = (gallery.path if code.startswith("g") else store.path), int(code[1:])
+        p = _run(path, run_id).scenario.get("params", {})
+        if code.startswith("g"):
+            row = next(r for r in rows if r["id"] == run_id)
+            defense = catalog.defense_name(p.get("defense", "none"))
+            _head(showcase_why(row), f"{catalog.headline(p)} · <b>{defense}</b> · recorded", choices)
+        else:  # one of yours: what it is, its defense with the strength it ran at
+            _head(catalog.headline(p), f"<b>{catalog.defense_phrase(p)}</b> · your run #{run_id}, recorded", choices)
         pace = TICK if st.session_state.get("p_pos", 0.0) < 1.0 else None
-        st.fragment(run_every=pace)(showcase_body)(gallery.path, row["id"], pace)
+        st.fragment(run_every=pace)(showcase_body)(path, run_id, pace)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -210,7 +223,7 @@ def showcase_body(path: str, run_id: int, pace) -> None:
     left, right = st.columns([3, 1])
     # inline, encoded once per frame: a media file (what st.image makes of an array) could be replaced by the
     # next frame before the browser fetched it, and the projector showed a broken image for a tick
-    show(left, ("showcase", run_id, it, final), lambda: picture, None,
+    show(left, ("showcase", path, run_id, it, final), lambda: picture, None,
          f"{where} · {catalog.step_noun(run.scenario.get('params', {}))} {it} of {run.finished.iterations}")
     m = run.finished.metrics
     if m.get("attack_accuracy") is not None:
