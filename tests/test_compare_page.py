@@ -427,6 +427,9 @@ def test_your_runs_are_scenes_too(store_path):
     assert any(o.startswith(f"Run #{rid} · DLG on FedSGD, no defense, ") for o in chooser.options), chooser.options
     at.button[1].click().run()  # Next: the showcase recorded from the same run, under its own title
     assert at.title[0].value.startswith("DLG rebuilds a photo") and not at.exception
+    # and Compare hands the runs it shows to the presenter, in its order, in a tab of their own
+    link = page(runs=f"g1,{rid}").get("link_button")
+    assert [(b.proto.label, b.proto.url) for b in link] == [("Present these runs", f"./?present=1&scenes=g1,r{rid}")]
 
 
 def test_a_replayed_scene_shows_the_figures_of_the_frame_shown():

@@ -493,11 +493,16 @@ def _table(runs) -> None:
     if len(columns) > 1 and len({c["preset"] for c in columns.values()}) == 1:
         names.remove("preset")  # the same for every run
     st.table(pd.DataFrame({ref: [c[k] or "—" for k in names] for ref, c in columns.items()}, index=names))
+    row = st.container(horizontal=True)
     # the finished runs as one picture for a slide: each run's grid.png, captions included (drawn when clicked)
-    st.download_button("comparison.png", lambda: comparison_png([(run.started.originals, run.finished,
-                                                                  run.scenario.get("params", {})) for _, run in runs]),
-                       file_name="comparison.png", mime="image/png", icon=":material/download:", on_click="ignore",
-                       help="The runs' final pictures side by side, each with what it shows and its figures")
+    row.download_button("comparison.png", lambda: comparison_png([(run.started.originals, run.finished,
+                                                                   run.scenario.get("params", {})) for _, run in runs]),
+                        file_name="comparison.png", mime="image/png", icon=":material/download:", on_click="ignore",
+                        help="The runs' final pictures side by side, each with what it shows and its figures")
+    # the same runs on a projector, a scene each, in a tab of its own (presenter mode: no navigation)
+    row.link_button("Present these runs", f"./?present=1&scenes={','.join(ref for ref, _ in runs)}",
+                    icon=":material/present_to_all:",
+                    help="Full screen in a new tab, a run a scene, each replaying by itself: Back / Next or ← / →")
 
 
 def figures(run: StoredRun) -> dict[str, str | None]:
