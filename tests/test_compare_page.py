@@ -415,18 +415,23 @@ def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeyp
 def test_your_runs_are_scenes_too(store_path):
     # a talk could show the gallery's showcases but not the runs you made for it: `scenes=r12` was "no such scene"
     run = open_gallery().load(1)
-    rid = RunStore(str(store_path)).record("k", "lab", run.scenario, run.started, run.finished, run.keyframes)
+    store = RunStore(str(store_path))
+    rid, gone = (store.record(k, "lab", run.scenario, run.started, run.finished, run.keyframes) for k in "ab")
     at = AppTest.from_file(PRESENT, default_timeout=120)
-    at.query_params["scenes"] = f"{rid},g1"  # as runs list numbers it, as on Compare
+    at.query_params["scenes"] = f"{rid},g1,r{gone}"  # as runs list numbers it, as on Compare
     at.run()
     assert not at.exception and not at.warning
     assert at.title[0].value == "DLG on FedSGD"
     assert f"<b>no defense</b> · your run #{rid}, recorded · " in " ".join(m.value for m in at.markdown)
     chooser = at.multiselect(key="p_pick")
-    assert chooser.value == [f"r{rid}", "g1"]
+    assert chooser.value == [f"r{rid}", "g1", f"r{gone}"]
     assert any(o.startswith(f"Run #{rid} · DLG on FedSGD, no defense, ") for o in chooser.options), chooser.options
     at.button[1].click().run()  # Next: the showcase recorded from the same run, under its own title
     assert at.title[0].value.startswith("DLG rebuilds a photo") and not at.exception
+    store.delete(gone)  # deleted since the talk was set up: the scene says so, not a traceback
+    at.button[1].click().run()
+    assert not at.exception and at.title[0].value == f"Run #{gone}"
+    assert at.warning[0].value.startswith(f"run {gone}: no such run in ")
     # and Compare hands the runs it shows to the presenter, in its order, in a tab of their own
     link = page(runs=f"g1,{rid}").get("link_button")
     assert [(b.proto.label, b.proto.url) for b in link] == [("Present these runs", f"./?present=1&scenes=g1,r{rid}")]

@@ -165,7 +165,12 @@ def main() -> None:
         sweep_scene(code.split(":", 1)[1], choices)
     else:
         path, run_id = (gallery.path if code.startswith("g") else store.path), int(code[1:])
-        p = _run(path, run_id).scenario.get("params", {})
+        try:
+            p = _run(path, run_id).scenario.get("params", {})
+        except LeakdemoError as e:  # one of yours deleted since the talk was set up (`runs delete 12`)
+            _head(f"Run #{run_id}", "not in the run store", choices)
+            st.warning(f"{e}. Next goes on to the next scene.", icon=":material/delete:")
+            return
         if code.startswith("g"):
             row = next(r for r in rows if r["id"] == run_id)
             defense = catalog.defense_name(p.get("defense", "none"))
