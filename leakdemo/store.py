@@ -198,9 +198,26 @@ class RunStore:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA:
                 self._refuse(f"was written by a newer leakdemo (store format {version}, this one reads {SCHEMA})")
-            conn.execute("PRAGMA journal_mode = WAL")
+            self._use_wal(conn)
         except sqlite3.DatabaseError as e:
             self._refuse(f"is damaged or not a database ({e})")
+
+    @staticmethod
+    def _use_wal(conn: sqlite3.Connection, patience_s: float = 30.0) -> None:
+        """Write-ahead logging, so readers never wait on a writer. Switching needs the file to itself, and when
+        another process opening the new store holds a lock this one would deadlock against, SQLite answers
+        "database is locked" at once, without waiting on busy_timeout: several workers opening a new store
+        together saw it about once in 100 (CI refused the store as damaged). Such a clash clears in a moment."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def _create(self, conn: sqlite3.Connection) -> None:
         """The tables of a new store, unless another process made them meanwhile; a file with other tables is
