@@ -49,6 +49,16 @@ def test_a_link_with_a_defense_the_preset_cannot_sweep_says_so():
     assert at.selectbox(key="t_defense").value == "dp-gaussian"
 
 
+def test_a_link_that_names_only_another_protocols_defense_opens_a_preset_that_sweeps_it():
+    """`?defense=top-k` said "preset dlg sweeps dp-gaussian, …" and opened the DP sweep: the link names no preset,
+    so it gets the first one whose protocol the defense protects, as the sidebar's two choices would give."""
+    at = page(defense="top-k", vary="top_k=1..5:3")
+    assert not at.exception and not at.error and not at.warning, [w.value for w in at.warning]
+    assert at.selectbox(key="t_preset").value == "pli" and at.selectbox(key="t_defense").value == "top-k"
+    assert at.text_input(key="t_vary").value == "top_k=1..5:3"
+    assert at.query_params["preset"] in ("pli", ["pli"])
+
+
 def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     """Without a defense, Custom varies what the protocol itself does that defends — a larger batch, more local
     steps — and nothing else: the attack's own iterations are not a defense's trade-off."""

@@ -98,6 +98,11 @@ def _init_from_query() -> None:
                                 f"sweep=custom takes them)", replaced=False))
         q = {}
     st.session_state["t_preset"] = q.get("preset", "dlg") if q.get("preset", "dlg") in presets() else "dlg"
+    if "preset" not in q and q.get("defense") not in _sweepable_defenses("dlg"):
+        # a link that names only a defense of another protocol (`?defense=top-k`): the first preset that can
+        # sweep it, as choosing that preset and then the defense in the sidebar would — rather than ignore it
+        st.session_state["t_preset"] = next((n for n in presets() if q.get("defense") in _sweepable_defenses(n)),
+                                            "dlg")
     if q.get("preset") and q["preset"] not in presets():
         problems.append(Ignored(f"preset={q['preset']!r} (unknown)"))
     st.session_state["t_defense"] = q.get("defense", "dp-gaussian")
