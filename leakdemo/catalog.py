@@ -785,23 +785,23 @@ def in_sentence(title: str) -> str:
 
 def sweep_title(params: dict, axis: str, preset: str | None = None, swept: tuple[str, ...] = ()) -> str:
     """What a sweep of `axis` (and `swept`, its other axes) over this scenario is called (the Trade-offs page's
-    heading, the CLI's tradeoff.png): 'iDLG against magnitude pruning (idlg)' where the defense's strength is
-    swept, 'DLG against batch size (dlg)' for a protocol knob that defends, 'DLG, varying iterations (dlg)'
-    else — and a defense held at one strength throughout says so ('DLG under Gaussian noise (noise σ = 0.01,
+    heading, the CLI's tradeoff.png): 'iDLG against magnitude pruning · preset idlg' where the defense's strength
+    is swept, 'DLG against batch size' for a protocol knob that defends, 'DLG, varying iterations' else —
+    and a defense held at one strength throughout says so ('DLG under Gaussian noise (noise σ = 0.01,
     clip norm off), varying learning rate'): without it the title read as an undefended sweep."""
     attack = ATTACKS[params["attack"]].short if params.get("attack") in ATTACKS else str(params.get("attack"))
     defense = DEFENSES.get(params.get("defense", "none"))
     defended = defense is not None and params.get("defense") != "none"
     knob = _param(params, axis)
     if defended and defense.param(axis):
-        return f"{attack} against {in_sentence(defense.title)}" + (f" ({preset})" if preset else "")
+        return f"{attack} against {in_sentence(defense.title)}" + (f" · preset {preset}" if preset else "")
     held = f" under {in_sentence(defense_phrase(params))}" \
         if defended and not any(defense.param(n) for n in swept) else ""
     if knob is not None and knob.defends:
         head = f"{attack} against {in_sentence(knob.title.split(' (')[0])}{held}"
     else:
         head = f"{attack}{held}, varying {param_label(params, axis)}"
-    return head + (f" ({preset})" if preset else "")
+    return head + (f" · preset {preset}" if preset else "")
 
 
 def defense_name(defense: str) -> str:

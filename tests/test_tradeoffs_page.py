@@ -36,9 +36,9 @@ def test_a_shared_custom_sweep_link_fills_the_widgets():
     assert at.text_input(key="t_vary").value == "prune_ratio=0..0.9:3"
     assert at.slider(key="t_seeds").value == 2
     assert "4 points (the undefended one included) × 2 seeds = 8 runs" in texts(at)
-    assert "**DLG against magnitude pruning (dlg)**" in texts(at)  # names, not 'dlg against magnitude pruning'
+    assert "**DLG against magnitude pruning · preset dlg**" in texts(at)  # names, not 'dlg against magnitude pruning'
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
-    assert "**DLG against Gaussian noise (DP-style) (dlg)**" in texts(at)  # Gauss keeps his capital
+    assert "**DLG against Gaussian noise (DP-style) · preset dlg**" in texts(at)  # Gauss keeps his capital
 
 
 def test_a_link_with_a_defense_the_preset_cannot_sweep_says_so():
@@ -66,7 +66,7 @@ def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     at.selectbox(key="t_defense").set_value("none").run()
     assert not at.exception and not at.error
     assert at.text_input(key="t_vary").value == "batch_size=1..16:5"  # doublings, on a log axis
-    assert "**DLG against batch size (dlg)** — 5 points × 1 seed = 5 runs. `batch_size` ∈ {1, 2, 4, 8, 16}" \
+    assert "**DLG against batch size · preset dlg** — 5 points × 1 seed = 5 runs. `batch_size` ∈ {1, 2, 4, 8, 16}" \
         in texts(at)
     assert not at.button[0].disabled
     at.text_input(key="t_vary").set_value("iterations=10..100:3").run()
@@ -78,7 +78,7 @@ def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     at = page(sweep="custom", preset="dlm-plus", defense="none", vary="local_steps=1,2,4")  # a shared link
     assert not at.exception and not at.error  # the Lab's note on 4 local steps' 4 images, as `run` says it:
     assert [w.value[:50] for w in at.warning] == ["At local_steps=4: Fewer equations than unknowns (0"]
-    assert "**DLM+ against local steps (dlm-plus)** — 3 points × 1 seed = 3 runs" in texts(at)
+    assert "**DLM+ against local steps · preset dlm-plus** — 3 points × 1 seed = 3 runs" in texts(at)
 
 
 def test_bad_link_values_are_reported_not_fatal():

@@ -228,7 +228,7 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
         own = [p.name for p in _sweepable(spec["defense"], spec["preset"])]
         raise ParamError(name, f"is not a parameter of this scenario{meant(own)}; the defense's: {', '.join(own)}")
     axes = [parse_axis(spec["vary"], base)]
-    title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning (idlg)"
+    title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning · preset idlg"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
 
 
