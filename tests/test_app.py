@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from leakdemo.dashboard import state
-from leakdemo.scenario import from_preset
+from leakdemo.scenario import from_preset, resolve
 
 
 def lab(**query) -> AppTest:
@@ -183,10 +183,11 @@ def test_a_hand_typed_link_naming_an_attack_of_another_protocol_gets_that_protoc
         assert ignored == [] and (s["protocol"], s["attack"]) == (protocol, query["attack"]), (query, ignored)
         preset = from_preset(query.get("preset", "dlg"))
         switched = state.switch(state.switch(preset, "protocol", protocol)[0], "attack", query["attack"])[0]
-        if "protocol" not in query:  # the sidebar's two clicks, exactly
-            assert s.params == switched.params
+        extra = {k: int(v) for k, v in query.items() if k not in ("preset", "protocol", "attack")}  # rounds=3
+        assert s.params == {**switched.params, **extra}  # the sidebar's two clicks, whether the link names the protocol
         assert state.from_query(state.to_query(s))[0].params == s.params
-    assert state.to_query(state.from_query({"attack": "cafe"})[0]) == {"preset": "dlg", "attack": "cafe"}
+    # written as the sidebar's choice: the protocol, which brings its own attack
+    assert state.to_query(state.from_query({"attack": "cafe"})[0]) == {"preset": "dlg", "protocol": "vfl"}
     s, ignored = state.from_query({"attack": "invgrad"})  # one of the preset's protocol's: no switch
     assert ignored == [] and s["protocol"] == "fedsgd"
 
@@ -208,6 +209,26 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
     tbi = state.switch(state.switch(from_preset("dlg"), "protocol", "ds-fl")[0], "attack", "tbi")[0]
     # a named attack too: the preset's photos are refused there, so the link reads as the two clicks did
     assert state.to_query(tbi) == {"preset": "dlg", "protocol": "ds-fl", "attack": "tbi"}
+
+def test_a_link_naming_another_protocol_opens_that_protocols_scenario_as_the_sidebar_does():
+    """`?protocol=vfl` opened DLG on the preset's one coffee photo — vertical FL takes photos too — where choosing
+    vertical FL in the sidebar gives CAFE on 200 digits; and `?protocol=vfl&attack=cafe` ran CAFE on that photo."""
+    for query in ({"protocol": "vfl"}, {"protocol": "vfl", "attack": "cafe"}, {"preset": "idlg", "protocol": "vfl"}):
+        s, ignored = state.from_query(query)
+        assert ignored == [] and s.params == state.switch(from_preset(query.get("preset", "dlg")), "protocol",
+                                                          "vfl")[0].params, query
+        assert (s["attack"], s["data"], s["batch_size"]) == ("cafe", "digits", 40)
+
+
+def test_a_switched_protocols_link_keeps_a_value_set_back_to_the_presets():
+    """On cafe-training, switch to FedSGD (DLG, learning rate 1.0), then set the learning rate to 0.4, the preset's:
+    the link left lr out (it equals the preset's) and reopened at 1.0. One such scenario in three came back changed."""
+    s = state.switch(from_preset("cafe-training"), "protocol", "fedsgd")[0]
+    assert s["lr"] != from_preset("cafe-training")["lr"]
+    s = resolve(s.params, {"lr": str(from_preset("cafe-training")["lr"])}, preset="cafe-training")
+    again, ignored = state.from_query(state.to_query(s))
+    assert ignored == [] and again.params == s.params
+
 
 def test_uploads_are_validated():
     import io

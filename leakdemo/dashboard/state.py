@@ -47,13 +47,13 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
     if "protocol" not in query and homes and start["protocol"] not in homes:
         proto = homes[0]  # a link that names only an attack the preset's protocol lacks (`?attack=cafe` on dlg)
     elif proto not in catalog.PROTOCOLS or proto == start["protocol"]:
-        proto = None  # the preset's protocol, or one the check below names
-    unfit = proto and "attack" not in query and start["attack"] not in catalog.attacks_for(proto)
-    if proto and ("protocol" not in query or unfit):
-        # a hand-typed link that names only a protocol the preset's attack cannot attack (`?protocol=fedmd` on
-        # `dlg`), or only an attack of another protocol's: the sidebar's switch, with that protocol's own attack
-        # and defaults, rather than ignore it
-        base, proto = switch(start, "protocol", proto)[0].params, None
+        proto = None  # the preset's protocol, or one the check below names (`?protocol=bogus`)
+    if proto:
+        # a link that names another protocol than the preset's (`?protocol=vfl`, `?protocol=fedmd&attack=tbi`), or
+        # only an attack of another protocol's (`?attack=cafe`): the sidebar's switch, with that protocol's own
+        # attack and defaults, and the link's values on top — as the sidebar's clicks give. (`?protocol=vfl` gave
+        # DLG on the preset's one coffee photo where the sidebar gives CAFE on 200 digits)
+        base = switch(start, "protocol", proto)[0].params
     accepted = {}
     # choices first, so that each parameter is checked against the right components
     keys = sorted((k for k in query if k != "preset"), key=lambda k: k not in ("protocol", "attack", "defense"))
@@ -67,11 +67,6 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
             accepted, keys = trial, []
             break
         except ParamError as e:
-            if e.name not in trial and proto:
-                # a preset's value that the link's protocol refuses (dlg's photos under `?protocol=fedmd&attack=tbi`):
-                # that protocol's own defaults instead, as the sidebar's switch gives — the link did not set it
-                base, proto = switch(start, "protocol", proto)[0].params, None
-                continue
             if e.name not in trial:  # a value the link did not set: find the culprits one at a time, below
                 errors.clear()
                 break
@@ -119,20 +114,24 @@ def to_query(s: Scenario) -> dict[str, str]:
     if s.preset not in presets() or "protocol" not in query:
         return query
     key = (s.preset, tuple(sorted((k, str(v)) for k, v in s.params.items())))
-    if key not in _SHORTEST:
-        # the protocol last, where the attack alone names it (`?attack=cafe`; `?protocol=fedmd` stays as typed),
-        # and then the rest again, which that protocol's own defaults may now bring back
-        rest = [k for k in query if k not in ("preset", "protocol")]
-        for name in rest + ["protocol"] + rest:
-            if name not in query:
-                continue
-            trial = {k: v for k, v in query.items() if k != name}
-            again, ignored = from_query(trial)
-            if not ignored and again.params == s.params:
-                query = trial
-        if len(_SHORTEST) >= 256:
-            _SHORTEST.clear()
-        _SHORTEST[key] = query
+    if key in _SHORTEST:
+        return dict(_SHORTEST[key])
+    # read back on that protocol's own defaults (from_query's switch): a value the preset has that they lack
+    again = from_query(query)[0]
+    query.update({k: str(v) for k, v in s.params.items() if k not in query and again.params.get(k) != v})
+    # the values that protocol's own defaults bring back (its attack: `?protocol=vfl`, not `&attack=cafe`), then
+    # the protocol where the attack alone names it (DLM+ on FedAvg: `?attack=dlm-plus`), and then the rest again
+    rest = [k for k in query if k not in ("preset", "protocol")]
+    for name in rest + ["protocol"] + rest:
+        if name not in query:
+            continue
+        trial = {k: v for k, v in query.items() if k != name}
+        again, ignored = from_query(trial)
+        if not ignored and again.params == s.params:
+            query = trial
+    if len(_SHORTEST) >= 256:
+        _SHORTEST.clear()
+    _SHORTEST[key] = query
     return dict(_SHORTEST[key])
 
 
