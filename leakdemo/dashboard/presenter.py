@@ -130,11 +130,15 @@ def _nav(where, choices: dict) -> None:
 
 
 def _head(title: str, line: str, choices: dict) -> None:
+    """The title beside the buttons, and under both the scene's line across the page: beside the buttons too, a
+    defense with two settings ('Fake gradients (fake σ = 1.05, candidates ν = 1000) · your run #1, recorded')
+    wrapped at 1280 px, its scene number alone on a second line."""
     head, nav = st.columns([4.6, 2.4])
     head.title(title)
-    i, count = st.session_state["p_scene"], len(st.session_state["p_scenes"])
-    head.markdown(f'<div class="ld-why">{line} · <span style="white-space: nowrap">scene {i + 1} of {count}</span></div>', unsafe_allow_html=True)
     _nav(nav, choices)
+    i, count = st.session_state["p_scene"], len(st.session_state["p_scenes"])
+    st.markdown(f'<div class="ld-why">{line} · <span style="white-space: nowrap">scene {i + 1} of {count}</span></div>',
+                unsafe_allow_html=True)
 
 
 # ---------------------------------------------------------------- the page
