@@ -59,6 +59,19 @@ def test_a_link_that_names_only_another_protocols_defense_opens_a_preset_that_sw
     assert at.query_params["preset"] in ("pli", ["pli"])
 
 
+@pytest.mark.parametrize("query, preset, defense, vary", [
+    ({"defense": "prune"}, "dlg", "prune", "prune_ratio=0..0.999:5"),  # was given noise σ's range, and refused it
+    ({"defense": "fake-gradients"}, "cafe", "fake-gradients", "fake_sigma=0.0105..10:5"),
+    ({"vary": "top_k=1..5:3"}, "pli", "top-k", "top_k=1..5:3"),  # the range names the defense
+    ({"preset": "dlg", "vary": "batch_size=1..16:5"}, "dlg", "none", "batch_size=1..16:5"),  # a knob: no defense
+])
+def test_a_link_that_leaves_out_the_defense_or_its_range_gets_what_the_rest_implies(query, preset, defense, vary):
+    at = page(**query)
+    assert not at.exception and not at.error and not at.warning, ([e.value for e in at.error], at.warning)
+    assert (at.selectbox(key="t_preset").value, at.selectbox(key="t_defense").value) == (preset, defense)
+    assert at.text_input(key="t_vary").value == vary
+
+
 def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     """Without a defense, Custom varies what the protocol itself does that defends — a larger batch, more local
     steps — and nothing else: the attack's own iterations are not a defense's trade-off."""

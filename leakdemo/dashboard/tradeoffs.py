@@ -33,6 +33,7 @@ from .sweep_job import SweepJob, pool_runner
 
 CUSTOM = "custom"
 SPEC_KEYS = ("sweep", "preset", "defense", "vary", "seeds")
+DEFAULT_VARY = "dp_sigma=1e-4..1:6"  # the built-in DP sweep's range, where a link names none
 POLL_SECONDS = 1.0
 WAIT_FOR_STORE = 3.0  # seconds Run waits for a sweep to finish before the page polls it
 MAX_SEEDS = 5
@@ -98,19 +99,21 @@ def _init_from_query() -> None:
                                 f"sweep=custom takes them)", replaced=False))
         q = {}
     st.session_state["t_preset"] = q.get("preset", "dlg") if q.get("preset", "dlg") in presets() else "dlg"
-    if "preset" not in q and q.get("defense") not in _sweepable_defenses("dlg"):
-        # a link that names only a defense of another protocol (`?defense=top-k`): the first preset that can
-        # sweep it, as choosing that preset and then the defense in the sidebar would — rather than ignore it
-        st.session_state["t_preset"] = next((n for n in presets() if q.get("defense") in _sweepable_defenses(n)),
-                                            "dlg")
     if q.get("preset") and q["preset"] not in presets():
         problems.append(Ignored(f"preset={q['preset']!r} (unknown)"))
     st.session_state["t_defense"] = q.get("defense", "dp-gaussian")
+    implied = _implied(q)
+    if implied:
+        st.session_state["t_preset"], st.session_state["t_defense"] = implied
     defenses = _sweepable_defenses(st.session_state["t_preset"])
     if q.get("defense") is not None and q["defense"] not in defenses:  # the sidebar would swap it in silence
         problems.append(Ignored(f"defense={q['defense']!r}" + (f" with vary={q['vary']!r}" if "vary" in q else "")
                                 + f" (preset {st.session_state['t_preset']} sweeps {', '.join(defenses)})"))
-    st.session_state["t_vary"] = q.get("vary", "dp_sigma=1e-4..1:6")
+    chosen = st.session_state["t_defense"] if st.session_state["t_defense"] in defenses else defenses[0]
+    # no range in the link: the built-in DP sweep's, or the first one of the defense it names (`?defense=prune`
+    # was given the noise σ's range, and refused it)
+    st.session_state["t_vary"] = q.get("vary") or (DEFAULT_VARY if chosen == "dp-gaussian" else
+                                                   default_vary(_sweepable(chosen, st.session_state["t_preset"])[0]))
     try:
         seeds = int(q.get("seeds", "1"))
         if not 1 <= seeds <= MAX_SEEDS:
@@ -121,13 +124,34 @@ def _init_from_query() -> None:
     st.session_state["t_seeds"] = seeds
     # any other key of a custom link is a scenario parameter (image_size=16, iterations=50, …): the sidebar
     # cannot change them, so each one that does not fit is dropped here, and said, rather than block Run
-    defense = st.session_state["t_defense"] if st.session_state["t_defense"] in defenses else defenses[0]
+    defense = chosen
     st.session_state["t_set"], dropped = _fitting(st.session_state["t_preset"], defense,
                                                   {k: v for k, v in q.items() if k not in SPEC_KEYS})
     # a name given twice: the page's own value stands for a sweep's setting or a parameter the scenario takes
     own = set(SPEC_KEYS) | (set(load(st.session_state["t_preset"], {"defense": defense}).params)
                             if name == CUSTOM else set())
     st.session_state["t_problems"] = [Ignored(note, key in own) for key, note in twice.items()] + problems + dropped
+
+
+def _implied(q: dict) -> tuple[str, str] | None:
+    """(preset, defense) for a link that leaves one or both out but names what only some can sweep: a defense of
+    another protocol (`?defense=top-k`: pli), or a range of a parameter (`?vary=prune_ratio=0..0.9:4`: magnitude
+    pruning on dlg; `?vary=local_steps=1..8:4`: FedAvg's knob, no defense, on dlm) — the first preset (dlg first)
+    and defense that sweep it, as the sidebar's choices would give. None where the link's own choices do or
+    nothing can (the page then says what it ignored)."""
+    named = [q["preset"]] if "preset" in q else ["dlg", *presets()]
+    axis = q.get("vary", "").partition("=")[0].strip()
+
+    def sweeps(preset: str, defense: str) -> bool:
+        own = _sweepable_defenses(preset)
+        return defense in own and (not axis or axis in [p.name for p in _sweepable(defense, preset)])
+
+    for preset in (n for n in named if n in presets()):
+        wanted = [q["defense"]] if "defense" in q else _sweepable_defenses(preset) if axis else ["dp-gaussian"]
+        for defense in wanted:
+            if sweeps(preset, defense):
+                return preset, defense
+    return None
 
 
 def _fitting(preset: str, defense: str, extra: dict) -> tuple[dict, list[Ignored]]:
