@@ -210,6 +210,23 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
     # a named attack too: the preset's photos are refused there, so the link reads as the two clicks did
     assert state.to_query(tbi) == {"preset": "dlg", "protocol": "ds-fl", "attack": "tbi"}
 
+def test_a_hand_typed_link_naming_a_defense_of_another_protocol_gets_that_protocol():
+    """`?defense=top-k` was ignored ("top-k does not apply to protocol fedsgd …") and opened undefended DLG; it
+    now opens on the first protocol top-k defends, as picking that protocol and then the defense would."""
+    for query, protocol, attack in (({"defense": "top-k"}, "fedmd", "pli"), ({"defense": "fake-gradients"}, "vfl", "cafe"),
+                                    ({"defense": "logit-noise", "attack": "tbi"}, "fedmd", "tbi")):
+        s, ignored = state.from_query(query)
+        assert ignored == [] and (s["protocol"], s["attack"], s["defense"]) == (protocol, attack, query["defense"])
+        switched = state.switch(from_preset("dlg"), "protocol", protocol)[0]
+        for name in ("attack", "defense"):  # the sidebar's clicks
+            switched = state.switch(switched, name, s[name])[0]
+        assert s.params == switched.params, query
+        assert state.from_query(state.to_query(s))[0].params == s.params
+    s, ignored = state.from_query({"attack": "cafe", "defense": "top-k"})  # no protocol takes both: the attack's
+    assert (s["protocol"], s["attack"], s["defense"]) == ("vfl", "cafe", "none")
+    assert "top-k defends fedmd, ds-fl, fedgems" in ignored[0].text
+
+
 def test_a_link_naming_another_protocol_opens_that_protocols_scenario_as_the_sidebar_does():
     """`?protocol=vfl` opened DLG on the preset's one coffee photo — vertical FL takes photos too — where choosing
     vertical FL in the sidebar gives CAFE on 200 digits; and `?protocol=vfl&attack=cafe` ran CAFE on that photo."""

@@ -43,9 +43,10 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
         name = DEFAULT_PRESET
     base = load_preset(name).params
     proto, start = query.get("protocol"), resolve(base, preset=name)
-    homes = catalog.ATTACKS[query["attack"]].protocols if query.get("attack") in catalog.ATTACKS else ()
+    homes = _homes(query)
     if "protocol" not in query and homes and start["protocol"] not in homes:
-        proto = homes[0]  # a link that names only an attack the preset's protocol lacks (`?attack=cafe` on dlg)
+        # a link that names an attack or a defense the preset's protocol lacks (`?attack=cafe`, `?defense=top-k`)
+        proto = homes[0]
     elif proto not in catalog.PROTOCOLS or proto == start["protocol"]:
         proto = None  # the preset's protocol, or one the check below names (`?protocol=bogus`)
     if proto:
@@ -100,6 +101,17 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
                 accepted.pop("images")
                 scenario = resolve(base, accepted, preset=name)
     return scenario, ignored
+
+
+def _homes(query: Mapping[str, str]) -> list[str]:
+    """The protocols that take both the attack and the defense a link names (those it names), the attack's own
+    first; where none takes both, the attack's (the page then says why the defense was ignored)."""
+    attack = catalog.ATTACKS[query["attack"]].protocols if query.get("attack") in catalog.ATTACKS else None
+    defense = query.get("defense")
+    defended = None if defense in (None, "none") or defense not in catalog.DEFENSES else \
+        [p for p in catalog.PROTOCOLS if defense in catalog.defenses_for(p)]
+    both = [p for p in (attack or defended or ()) if defended is None or p in defended]
+    return both or list(attack or ())
 
 
 _SHORTEST: dict = {}
