@@ -634,7 +634,7 @@ def cmd_sweep(args) -> int:
     if not varies:
         raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N (or NAME=a,b,c)")
     axes = [parse_axis(v, base) for v in varies]
-    if title is None:  # "DLG against Gaussian noise · preset dlg", as the Trade-offs page heads it ("dlg: sweep" said nothing)
+    if title is None:  # "DLG against Gaussian noise · preset dlg", as the Trade-offs page heads it (not "dlg: sweep")
         title = catalog.sweep_title(base.params, axes[0].name, base.preset, tuple(a.name for a in axes[1:]))
     image_list = listed(images, "--images")
     address = args.address or os.environ.get("LEAKDEMO_RAY_ADDRESS") or None

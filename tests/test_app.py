@@ -213,7 +213,8 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
 def test_a_hand_typed_link_naming_a_defense_of_another_protocol_gets_that_protocol():
     """`?defense=top-k` was ignored ("top-k does not apply to protocol fedsgd …") and opened undefended DLG; it
     now opens on the first protocol top-k defends, as picking that protocol and then the defense would."""
-    for query, protocol, attack in (({"defense": "top-k"}, "fedmd", "pli"), ({"defense": "fake-gradients"}, "vfl", "cafe"),
+    for query, protocol, attack in (({"defense": "top-k"}, "fedmd", "pli"),
+                                    ({"defense": "fake-gradients"}, "vfl", "cafe"),
                                     ({"defense": "logit-noise", "attack": "tbi"}, "fedmd", "tbi")):
         s, ignored = state.from_query(query)
         assert ignored == [] and (s["protocol"], s["attack"], s["defense"]) == (protocol, attack, query["defense"])

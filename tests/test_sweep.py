@@ -320,7 +320,7 @@ def test_a_sweep_title_says_a_defense_held_at_one_strength():
     assert sweep_title(dp, "lr", "dlg") == "DLG under Gaussian noise (noise σ = 0.01, clip norm off), varying learning " \
                                            "rate · preset dlg"
     assert sweep_title(prune, "batch_size") == "DLG against batch size under magnitude pruning (pruned fraction = 0.5)"
-    assert sweep_title(dp, "dp_sigma", "dlg") == "DLG against Gaussian noise (DP-style) · preset dlg"  # its strength swept
+    assert sweep_title(dp, "dp_sigma", "dlg") == "DLG against Gaussian noise (DP-style) · preset dlg"  # strength swept
     assert sweep_title(dp, "batch_size", swept=("dp_sigma",)) == "DLG against batch size"  # swept too: not held
     assert sweep_title(from_preset("dlg").params, "lr") == "DLG, varying learning rate"  # no defense: as before
 
@@ -339,7 +339,7 @@ def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     header = (out / "sweep.csv").read_text().splitlines()[0].split(",")
     assert {"label", "prune_ratio", "psnr", "test_accuracy", "epsilon", "privacy"} <= set(header)
     written = json.loads((out / "sweep.json").read_text())
-    assert written["title"] == "DLG against magnitude pruning · preset dlg"  # as the Trade-offs page heads it, not "dlg: sweep"
+    assert written["title"] == "DLG against magnitude pruning · preset dlg"  # as the Trade-offs page heads it
     assert len(written["rows"]) == 3 and written["utility_is_one_figure"] is False  # pruning costs the federation
     listed = cli("runs", "list", "--json")
     assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 6

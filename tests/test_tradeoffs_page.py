@@ -79,8 +79,8 @@ def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     at.selectbox(key="t_defense").set_value("none").run()
     assert not at.exception and not at.error
     assert at.text_input(key="t_vary").value == "batch_size=1..16:5"  # doublings, on a log axis
-    assert "**DLG against batch size · preset dlg** — 5 points × 1 seed = 5 runs. `batch_size` ∈ {1, 2, 4, 8, 16}" \
-        in texts(at)
+    assert "**DLG against batch size · preset dlg** — 5 points × 1 seed = 5 runs. " \
+           "`batch_size` ∈ {1, 2, 4, 8, 16}" in texts(at)
     assert not at.button[0].disabled
     at.text_input(key="t_vary").set_value("iterations=10..100:3").run()
     assert not at.exception and at.button[0].disabled

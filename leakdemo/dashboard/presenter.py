@@ -137,8 +137,8 @@ def _head(title: str, line: str, choices: dict) -> None:
     head.title(title)
     _nav(nav, choices)
     i, count = st.session_state["p_scene"], len(st.session_state["p_scenes"])
-    st.markdown(f'<div class="ld-why">{line} · <span style="white-space: nowrap">scene {i + 1} of {count}</span></div>',
-                unsafe_allow_html=True)
+    scene = f'<span style="white-space: nowrap">scene {i + 1} of {count}</span>'
+    st.markdown(f'<div class="ld-why">{line} · {scene}</div>', unsafe_allow_html=True)
 
 
 # ---------------------------------------------------------------- the page

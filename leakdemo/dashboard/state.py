@@ -51,9 +51,9 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
         proto = None  # the preset's protocol, or one the check below names (`?protocol=bogus`)
     if proto:
         # a link that names another protocol than the preset's (`?protocol=vfl`, `?protocol=fedmd&attack=tbi`), or
-        # only an attack of another protocol's (`?attack=cafe`): the sidebar's switch, with that protocol's own
-        # attack and defaults, and the link's values on top — as the sidebar's clicks give. (`?protocol=vfl` gave
-        # DLG on the preset's one coffee photo where the sidebar gives CAFE on 200 digits)
+        # only an attack or a defense of another protocol's (`?attack=cafe`): the sidebar's switch, with that
+        # protocol's own attack and defaults, and the link's values on top — as the sidebar's clicks give.
+        # (`?protocol=vfl` gave DLG on the preset's one coffee photo where the sidebar gives CAFE on 200 digits)
         base = switch(start, "protocol", proto)[0].params
     accepted = {}
     # choices first, so that each parameter is checked against the right components

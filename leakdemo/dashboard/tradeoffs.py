@@ -109,11 +109,11 @@ def _init_from_query() -> None:
     if q.get("defense") is not None and q["defense"] not in defenses:  # the sidebar would swap it in silence
         problems.append(Ignored(f"defense={q['defense']!r}" + (f" with vary={q['vary']!r}" if "vary" in q else "")
                                 + f" (preset {st.session_state['t_preset']} sweeps {', '.join(defenses)})"))
-    chosen = st.session_state["t_defense"] if st.session_state["t_defense"] in defenses else defenses[0]
+    defense = st.session_state["t_defense"] if st.session_state["t_defense"] in defenses else defenses[0]
     # no range in the link: the built-in DP sweep's, or the first one of the defense it names (`?defense=prune`
     # was given the noise σ's range, and refused it)
-    st.session_state["t_vary"] = q.get("vary") or (DEFAULT_VARY if chosen == "dp-gaussian" else
-                                                   default_vary(_sweepable(chosen, st.session_state["t_preset"])[0]))
+    st.session_state["t_vary"] = q.get("vary") or (DEFAULT_VARY if defense == "dp-gaussian" else
+                                                   default_vary(_sweepable(defense, st.session_state["t_preset"])[0]))
     try:
         seeds = int(q.get("seeds", "1"))
         if not 1 <= seeds <= MAX_SEEDS:
@@ -124,7 +124,6 @@ def _init_from_query() -> None:
     st.session_state["t_seeds"] = seeds
     # any other key of a custom link is a scenario parameter (image_size=16, iterations=50, …): the sidebar
     # cannot change them, so each one that does not fit is dropped here, and said, rather than block Run
-    defense = chosen
     st.session_state["t_set"], dropped = _fitting(st.session_state["t_preset"], defense,
                                                   {k: v for k, v in q.items() if k not in SPEC_KEYS})
     # a name given twice: the page's own value stands for a sweep's setting or a parameter the scenario takes
@@ -136,7 +135,7 @@ def _init_from_query() -> None:
 def _implied(q: dict) -> tuple[str, str] | None:
     """(preset, defense) for a link that leaves one or both out but names what only some can sweep: a defense of
     another protocol (`?defense=top-k`: pli), or a range of a parameter (`?vary=prune_ratio=0..0.9:4`: magnitude
-    pruning on dlg; `?vary=local_steps=1..8:4`: FedAvg's knob, no defense, on dlm) — the first preset (dlg first)
+    pruning on dlg; `?vary=local_steps=1..8:4`: FedAvg's knob, no defense, on agic) — the first preset (dlg first)
     and defense that sweep it, as the sidebar's choices would give. None where the link's own choices do or
     nothing can (the page then says what it ignored)."""
     named = [q["preset"]] if "preset" in q else ["dlg", *presets()]
@@ -252,7 +251,7 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
         own = [p.name for p in _sweepable(spec["defense"], spec["preset"])]
         raise ParamError(name, f"is not a parameter of this scenario{meant(own)}; the defense's: {', '.join(own)}")
     axes = [parse_axis(spec["vary"], base)]
-    title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning · preset idlg"
+    title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning · …"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
 
 
