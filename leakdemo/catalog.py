@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import replace
 
-from . import settings
+from . import device, settings
 from .errors import ParamError
 from .params import Component, Param
 from .settings import MODEL_HELP, MODELS, SOURCE_HELP, SOURCES, TORCHVISION_SETS
@@ -740,8 +740,11 @@ def _duration(seconds: float) -> tuple[str, str]:
 
 
 def cost_warnings(p) -> list[str]:
-    """Settings that work but are slow without a GPU. Said whatever the device: the web server that resolves
-    scenarios never loads torch, so it cannot tell where the run will go."""
+    """Settings that work but are slow without a GPU: not said where the run goes to one (device=cuda, or auto on
+    a machine known to have CUDA: the web server learns it from its workers, the CLI from torch), said while
+    that is not yet known (a GPU server's first page, before its workers report)."""
+    if p.get("device", "auto") == "cuda" or (p.get("device", "auto") == "auto" and device.cuda_known()):
+        return []
     large = model_cost(p)
     if large:
         return [large]

@@ -10,7 +10,7 @@ import sys
 import time
 from collections import Counter
 
-from . import catalog, milestones, privacy
+from . import catalog, device, milestones, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets
@@ -305,6 +305,8 @@ def cmd_run(args) -> int:
     if args.device:
         overrides["device"] = args.device
     scenario = load(args.scenario, overrides)
+    if scenario.warnings and scenario["device"] == "auto" and device.facts()["cuda"]:
+        scenario = load(args.scenario, overrides)  # torch loaded (the run needs it): a CPU's costs are not said
     ev = execute(scenario, jsonl=args.jsonl, out_dir=args.out, store=open_store(), fresh=args.fresh)
     if not args.jsonl:
         print(_summary(ev, scenario.params))

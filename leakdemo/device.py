@@ -76,6 +76,17 @@ def _learn_here() -> dict:
     return _learned
 
 
+def cuda_known() -> bool | None:
+    """Whether this machine has CUDA, where that is known without importing torch here: the workers' report, the
+    OS's answer, or torch already loaded in this process; None while only the workers can tell."""
+    if _learned is not None:
+        return _learned["cuda"]
+    if "torch" in sys.modules:
+        return _learn_here()["cuda"]
+    settled = settled_without_torch()
+    return None if settled is None else settled["cuda"]
+
+
 def cuda_available() -> bool:
     return facts()["cuda"]
 

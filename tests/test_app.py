@@ -814,6 +814,36 @@ def test_a_run_begun_redraws_the_page_once_even_at_an_unchanged_pace():
     assert redraw_page(again, POLL_SECONDS, run)  # a second run over the first's page
 
 
+def test_the_engine_line_says_when_the_workers_are_ready_without_a_click(monkeypatch):
+    """The sidebar's engine line was drawn once per full run: a fresh server's page said "starting the workers
+    (a few seconds)…" until the user touched something. An idle panel now ticks until every worker is warm and
+    none builds ahead, and asks for a full rerun whenever the line it was drawn with has changed."""
+    import threading
+    from types import SimpleNamespace
+    from leakdemo.dashboard import lab
+
+    class Pool:
+        max_running, n_ready, n_warm, n_building = 2, 0, 0, 0
+        def ready(self): return self.n_ready
+        def warm(self): return self.n_warm
+        def building(self): return self.n_building
+    pool, shown = Pool(), threading.Event()
+    shown.set()
+    monkeypatch.setattr(lab, "run_pool", lambda: pool)
+    monkeypatch.setattr(lab, "_gallery", lambda: SimpleNamespace(ready=shown))
+    drawn = lab.engine_line(pool)
+    assert drawn == "Engine: starting the workers (a few seconds)…"
+    assert lab._pace(None) == lab.POLL_SECONDS and not lab.redraw_page(None, lab.POLL_SECONDS, None, drawn)
+    pool.n_ready = 2
+    assert lab.redraw_page(None, lab.POLL_SECONDS, None, drawn)  # "warming up": drawn again
+    pool.n_warm, pool.n_building = 1, 1
+    assert lab.engine_line(pool) == "Engine: 2 of 2 workers ready · 1 compiling DLG and DLM+ ahead, for faster runs"
+    assert lab._pace(None) == lab.POLL_SECONDS
+    pool.n_warm, pool.n_building = 2, 0
+    assert lab.engine_line(pool) == "Engine: 2 of 2 workers ready"
+    assert lab._pace(None) is None  # settled: an idle page stops ticking
+
+
 def test_cafes_utility_chart_keeps_its_legend_for_one_line_so_its_axis_meets_the_steps_charts():
     """The Steps I–II chart beside it has a two-line legend under it; Plotly hides a lone line's legend, which
     set the undefended utility chart's x-axis lower than its neighbour's."""

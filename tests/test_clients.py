@@ -103,14 +103,14 @@ def test_a_round_of_one_keeps_the_key_its_runs_were_recorded_under():
 
 
 def test_many_clients_warn_what_a_cpu_will_take():
-    said = " ".join(from_preset("dlg", {"clients": 64}).warnings)
+    said = " ".join(from_preset("dlg", {"clients": 64, "device": "cpu"}).warnings)
     assert "clients=64" in said and "built for a GPU" in said and "~13 min" in said  # 64 × 40 ms × 300 steps
     assert not from_preset("idlg", {"clients": 8}).warnings
     assert said_of({"clients": 20, "iterations": 5}).endswith("5 steps take ~4 s")  # it said "~0 min"
 
 
 def said_of(over: dict) -> str:
-    return " ".join(from_preset("dlg", over).warnings)
+    return " ".join(from_preset("dlg", {"device": "cpu", **over}).warnings)
 
 
 def test_a_round_of_clients_is_named_where_runs_are_listed():

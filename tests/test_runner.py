@@ -106,8 +106,25 @@ def test_stop_reaches_the_utility_training_after_the_attack(monkeypatch):
 
 
 def test_many_racing_starts_warn_that_they_are_built_for_a_gpu():
-    assert any("built for a GPU" in w for w in from_preset("dlg", {"trials": 128}).warnings)
-    assert not from_preset("dlg", {"trials": 8}).warnings
+    assert any("built for a GPU" in w for w in from_preset("dlg", {"trials": 128, "device": "cpu"}).warnings)
+    assert not from_preset("dlg", {"trials": 8, "device": "cpu"}).warnings
+
+
+def test_what_a_cpu_would_take_is_not_said_where_the_run_goes_to_a_gpu(monkeypatch):
+    """On a GPU server the large-model, many-starts and many-clients notes told every class "built for a GPU"
+    about the GPU it was on. device=cuda, or auto where CUDA is known (the web server learns it from its
+    workers), says nothing of a CPU; device=cpu on the same machine still does, as does auto on a CPU."""
+    from leakdemo import device
+
+    def cpu_notes(over: dict) -> list[str]:
+        return [w for w in from_preset("dlg", over).warnings if "for a GPU" in w or "for a CPU" in w]
+    big = {"model": "resnet", "model_width": 256, "image_size": 128}
+    monkeypatch.setattr(device, "_learned", {"cuda": True, "hardware": "CUDA: a GPU"})
+    for over in (big, {"trials": 128}, {"clients": 64}):
+        assert not cpu_notes(over) and not cpu_notes({**over, "device": "cuda"}), over
+        assert cpu_notes({**over, "device": "cpu"}), over
+    monkeypatch.setattr(device, "_learned", {"cuda": False, "hardware": "CPU only (2 cores)"})
+    assert cpu_notes(big)[0].startswith("A large model for a CPU")
 
 
 def test_engine_errors_become_failed_events():

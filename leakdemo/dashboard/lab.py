@@ -252,12 +252,7 @@ def sidebar() -> tuple:
         for p in groups.get("run", []):
             param_widget(p, st)
         st.caption(f"This machine: {hardware()}")
-    pool = run_pool()
-    ready, warm, building = pool.ready(), pool.warm(), pool.building()
-    ahead = f" · {building} compiling DLG and DLM+ ahead, for faster runs" if building else ""
-    sb.caption(f"Engine: {warm + building} of {pool.max_running} workers ready{ahead}" if warm + building else
-               "Engine: workers started, warming up (a run can start now)" if ready else
-               "Engine: starting the workers (a few seconds)…")
+    sb.caption(engine_line(run_pool()))
     for problem in CONFIG_PROBLEMS:  # the server's environment, refused at start (also in its log)
         sb.warning(problem, icon=":material/settings:")
     with sb.expander("Replay a scenario file"):
@@ -655,30 +650,45 @@ def main() -> None:
             st.query_params.from_dict(query)
     handle = st.session_state.get("handle")
     pace = _pace(handle)
-    polled(run_panel, pace)(scenario, problem, uploads, pace, handle)
+    polled(run_panel, pace)(scenario, problem, uploads, pace, handle, engine_line(run_pool()))
+
+
+def engine_line(pool) -> str:
+    """The sidebar's word on the workers: starting, warming up, how many are ready, and any building ahead."""
+    ready, warm, building = pool.ready(), pool.warm(), pool.building()
+    ahead = f" · {building} compiling DLG and DLM+ ahead, for faster runs" if building else ""
+    return (f"Engine: {warm + building} of {pool.max_running} workers ready{ahead}" if warm + building else
+            "Engine: workers started, warming up (a run can start now)" if ready else
+            "Engine: starting the workers (a few seconds)…")
+
+
+def _engine_settled(pool) -> bool:
+    """Every worker warm and none building ahead: the engine line has nothing more to say until a build starts."""
+    return pool.warm() == pool.max_running and not pool.building()
 
 
 def _pace(handle) -> float | None:
     """How often the run panel refreshes: twice a second while the run runs or is next in line (its start
     shows at once), every 2 s while it waits further back (a full classroom waiting costs the server little),
     never once it is complete — but for a fresh server's first seconds, until the gallery's thumbnails are
-    ready to draw."""
+    ready to draw and the workers warm (the sidebar's engine line said "starting the workers…" until a click)."""
     if handle is None or handle.complete:
-        return None if _gallery().ready.is_set() else POLL_SECONDS
+        return None if _gallery().ready.is_set() and _engine_settled(run_pool()) else POLL_SECONDS
     if handle.status == "running" or (handle.status == "queued" and run_pool().position(handle) == 1):
         return POLL_SECONDS
     return QUEUED_POLL_SECONDS
 
 
-def redraw_page(handle, pace: float | None, drawn_with) -> bool:
+def redraw_page(handle, pace: float | None, drawn_with, engine: str | None = None) -> bool:
     """Whether the run panel asks for a full rerun: the pace its run's state needs changed, or the run is not
     the one the page was drawn with — a run just started gets one full rerun, which draws the page (and this
     panel's `drawn_with`) around it, even where the pace stays at POLL_SECONDS from before the click (a fresh
     server's gallery thumbnails) through the first run."""
-    return _pace(handle) != pace or handle is not drawn_with
+    return (_pace(handle) != pace or handle is not drawn_with
+            or (engine is not None and engine_line(run_pool()) != engine))
 
 
-def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None) -> None:
+def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None, engine: str | None = None) -> None:
     """Run / Stop and the run itself: one fragment, the page's one refresh mechanism.
 
     The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
@@ -722,5 +732,5 @@ def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None) -
     else:
         run_view(handle.poll())
         chart_panel(handle)
-    if redraw_page(handle, pace, drawn_with):
+    if redraw_page(handle, pace, drawn_with, engine):
         st.rerun()  # one full rerun sets the new pace (and stops the timer once the run is complete)
