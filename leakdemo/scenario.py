@@ -52,6 +52,11 @@ class Scenario:
         base = _preset_values(self.preset) if self.preset in presets() else None
         return {k: v for k, v in self.params.items() if base is None or base.get(k) != v}
 
+    def beyond_preset(self) -> set[str]:
+        """Parameters its preset lacks: those of a component set over it (a defense's σ and clip), at their
+        defaults or not."""
+        return set(self.params) - set(_preset_values(self.preset)) if self.preset in presets() else set()
+
 
 @lru_cache(maxsize=1)
 def presets() -> dict[str, Preset]:

@@ -142,6 +142,18 @@ def test_state_round_trip_is_minimal():
     assert again.params == s.params and ignored == []
 
 
+def test_a_defenses_link_names_only_what_differs_from_its_defaults():
+    """A defense the preset lacks wrote each of its values out: the Lab's address bar read
+    `?preset=dlg&defense=dp-gaussian&dp_sigma=0.01&dp_clip=0.0&dp_delta=1e-05` for the sidebar's one choice."""
+    plain = from_preset("dlg", {"defense": "dp-gaussian"})
+    assert state.to_query(plain) == {"preset": "dlg", "defense": "dp-gaussian"}
+    stronger = from_preset("cafe", {"defense": "dp-gaussian", "dp_sigma": 0.1})
+    assert state.to_query(stronger) == {"preset": "cafe", "defense": "dp-gaussian", "dp_sigma": "0.1"}
+    for s in (plain, stronger, from_preset("pli", {"defense": "top-k"}), from_preset("agic", {"defense": "prune"})):
+        again, ignored = state.from_query(state.to_query(s))
+        assert again.params == s.params and ignored == []
+
+
 def test_a_link_to_a_switched_protocol_brings_the_same_scenario_back():
     # the Lab keeps the preset's name when the protocol changes, so its link names dlg with DLM on FedAvg,
     # PLI on FedMD...; each value alone does not fit the preset's protocol, together they do

@@ -121,16 +121,19 @@ def to_query(s: Scenario) -> dict[str, str]:
     """The shortest query string that reproduces `s`: the preset plus what differs from it — and, where the
     protocol is not the preset's, less each value the link brings back anyway (that protocol's own attack and
     defaults: `?preset=dlg&protocol=ds-fl&clients=3`, not twenty values more), each drop checked by reading
-    the link back. Remembered per scenario: the page asks on every redraw."""
+    the link back; so is each default of a component the preset lacks (`?preset=dlg&defense=dp-gaussian`, not
+    its σ, clip and δ too). Remembered per scenario: the page asks on every redraw."""
     query = {"preset": s.preset, **{k: str(v) for k, v in s.diff_from_preset().items()}}
-    if s.preset not in presets() or "protocol" not in query:
+    if s.preset not in presets():
+        return query
+    if "protocol" not in query and not s.beyond_preset():
         return query
     key = (s.preset, tuple(sorted((k, str(v)) for k, v in s.params.items())))
     if key in _SHORTEST:
         return dict(_SHORTEST[key])
-    # read back on that protocol's own defaults (from_query's switch): a value the preset has that they lack
-    again = from_query(query)[0]
-    query.update({k: str(v) for k, v in s.params.items() if k not in query and again.params.get(k) != v})
+    if "protocol" in query:  # read back on that protocol's own defaults (from_query's switch): a value the
+        again = from_query(query)[0]  # preset has that they lack
+        query.update({k: str(v) for k, v in s.params.items() if k not in query and again.params.get(k) != v})
     # the values that protocol's own defaults bring back (its attack: `?protocol=vfl`, not `&attack=cafe`), then
     # the protocol where the attack alone names it (DLM+ on FedAvg: `?attack=dlm-plus`), and then the rest again
     rest = [k for k in query if k not in ("preset", "protocol")]
