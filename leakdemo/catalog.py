@@ -743,7 +743,7 @@ def cost_warnings(p) -> list[str]:
     """Settings that work but are slow without a GPU: not said where the run goes to one (device=cuda, or auto on
     a machine known to have CUDA: the web server learns it from its workers, the CLI from torch), said while
     that is not yet known (a GPU server's first page, before its workers report)."""
-    if p.get("device", "auto") == "cuda" or (p.get("device", "auto") == "auto" and device.cuda_known()):
+    if device.runs_on_gpu(p.get("device", "auto")):
         return []
     large = model_cost(p)
     if large:
@@ -758,8 +758,8 @@ def cost_warnings(p) -> list[str]:
         seconds = c * CLIENT_STEP_S * p.get("iterations", 0)  # "5 steps take ~0 min" said nothing
         took = f"~{seconds / 60:.0f} min" if seconds >= 90 else f"~{seconds:.0f} s"
         return [f"clients={c}: attacking every client at once is built for a GPU. On a CPU each client adds about "
-                f"{CLIENT_STEP_S * 1000:.0f} ms to every step (2 cores, 32 px), so {p.get('iterations', 0)} steps take "
-                f"{took}"]
+                f"{CLIENT_STEP_S * 1000:.0f} ms to every step (2 cores, 32 px), so {plural(p.get('iterations', 0), 'step')} "
+                f"take{'s' * (p.get('iterations', 0) == 1)} {took}"]
     return []
 
 

@@ -305,8 +305,9 @@ def cmd_run(args) -> int:
     if args.device:
         overrides["device"] = args.device
     scenario = load(args.scenario, overrides)
-    if scenario.warnings and scenario["device"] == "auto" and device.facts()["cuda"]:
-        scenario = load(args.scenario, overrides)  # torch loaded (the run needs it): a CPU's costs are not said
+    if scenario.warnings and device.runs_on_gpu(scenario["device"]) is None:  # a CPU's costs said unknowing:
+        device.facts()  # torch asked (the run loads it anyway), so that they are not said where it has CUDA
+        scenario = load(args.scenario, overrides)
     ev = execute(scenario, jsonl=args.jsonl, out_dir=args.out, store=open_store(), fresh=args.fresh)
     if not args.jsonl:
         print(_summary(ev, scenario.params))
@@ -643,7 +644,11 @@ def cmd_sweep(args) -> int:
     backend = args.backend or ("ray" if args.address else "local")
     sweep = Sweep(base, axes, seeds=seeds, images=image_list, store=open_store(), fresh=args.fresh,
                   backend=backend, workers=args.workers, ray_address=address, batch=args.batch)
-    for w in [] if args.jsonl else [*sweep.unread(overrides), *sweep.warnings()]:  # as `run` says them
+    warnings = [] if args.jsonl else sweep.warnings()
+    if warnings and device.runs_on_gpu(base["device"]) is None:  # as in `run`: not a CPU's costs on a GPU
+        device.facts()
+        warnings = sweep.warnings()
+    for w in [] if args.jsonl else [*sweep.unread(overrides), *warnings]:  # as `run` says them
         print(f"warning: {w}", file=sys.stderr)
     tty = sys.stderr.isatty()
     rows, status, total_s = [], "finished", 0.0

@@ -87,6 +87,14 @@ def cuda_known() -> bool | None:
     return None if settled is None else settled["cuda"]
 
 
+def runs_on_gpu(choice: str) -> bool | None:
+    """Whether a run with this device choice computes on a GPU (auto as $LEAKDEMO_DEVICE says, else as the
+    machine has CUDA), where that is known without importing torch here; None while only the workers can tell."""
+    if choice == "auto":
+        choice = os.environ.get("LEAKDEMO_DEVICE", "auto")
+    return {"cuda": True, "cpu": False}.get(choice, cuda_known())
+
+
 def cuda_available() -> bool:
     return facts()["cuda"]
 

@@ -119,10 +119,14 @@ def test_what_a_cpu_would_take_is_not_said_where_the_run_goes_to_a_gpu(monkeypat
     def cpu_notes(over: dict) -> list[str]:
         return [w for w in from_preset("dlg", over).warnings if "for a GPU" in w or "for a CPU" in w]
     big = {"model": "resnet", "model_width": 256, "image_size": 128}
+    monkeypatch.delenv("LEAKDEMO_DEVICE", raising=False)  # as a server's: auto goes where the machine allows
     monkeypatch.setattr(device, "_learned", {"cuda": True, "hardware": "CUDA: a GPU"})
     for over in (big, {"trials": 128}, {"clients": 64}):
         assert not cpu_notes(over) and not cpu_notes({**over, "device": "cuda"}), over
         assert cpu_notes({**over, "device": "cpu"}), over
+    monkeypatch.setenv("LEAKDEMO_DEVICE", "cpu")  # auto pinned to the CPU on that machine: said
+    assert cpu_notes(big)[0].startswith("A large model for a CPU")
+    monkeypatch.delenv("LEAKDEMO_DEVICE")
     monkeypatch.setattr(device, "_learned", {"cuda": False, "hardware": "CPU only (2 cores)"})
     assert cpu_notes(big)[0].startswith("A large model for a CPU")
 

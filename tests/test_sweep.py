@@ -563,10 +563,11 @@ def test_a_sweep_says_what_run_would_warn_of_at_its_points():
     """`run` warns of a cost, a model the attack fails on, too few equations; `sweep` said none of them, though a
     point of 20 clients takes minutes on a CPU. Each is said once, with the points it holds at; too few equations
     is left to the line under a batch-size sweep's chart, which counts every point."""
-    base = from_preset("dlg")
+    base = from_preset("dlg", {"device": "cpu"})  # the cost is said of a CPU
     said = Sweep(base, [parse_axis("clients=8,20", base), parse_axis("model=lenet,resnet", base)], workers=1).warnings()
     assert said == ["at model=resnet: DLG's L2 objective rarely converges on ReLU/BatchNorm nets; try invgrad.",
-                    next(w for w in from_preset("dlg", {"clients": 20}).warnings if w.startswith("clients=20: "))]
+                    next(w for w in from_preset("dlg", {"clients": 20, "device": "cpu"}).warnings
+                         if w.startswith("clients=20: "))]
     [cost] = Sweep(base, [parse_axis("clients=18,20", base)], workers=1).warnings()
     assert cost.startswith("clients=18: ") and cost.endswith(" — likewise at clients=20")  # it names its point
     assert not Sweep(base, [parse_axis("batch_size=1,8,16", base)], workers=1).warnings()  # the chart counts them
