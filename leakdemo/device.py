@@ -92,7 +92,7 @@ def runs_on_gpu(choice: str) -> bool | None:
     machine has CUDA), where that is known without importing torch here; None while only the workers can tell."""
     if choice == "auto":
         choice = os.environ.get("LEAKDEMO_DEVICE", "auto")
-    return {"cuda": True, "cpu": False}.get(choice, cuda_known())
+    return choice == "cuda" if choice in ("cpu", "cuda") else cuda_known()
 
 
 def cuda_available() -> bool:

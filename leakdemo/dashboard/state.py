@@ -124,9 +124,7 @@ def to_query(s: Scenario) -> dict[str, str]:
     the link back; so is each default of a component the preset lacks (`?preset=dlg&defense=dp-gaussian`, not
     its σ, clip and δ too). Remembered per scenario: the page asks on every redraw."""
     query = {"preset": s.preset, **{k: str(v) for k, v in s.diff_from_preset().items()}}
-    if s.preset not in presets():
-        return query
-    if "protocol" not in query and not s.beyond_preset():
+    if s.preset not in presets() or ("protocol" not in query and not s.beyond_preset()):
         return query
     key = (s.preset, tuple(sorted((k, str(v)) for k, v in s.params.items())))
     if key in _SHORTEST:
