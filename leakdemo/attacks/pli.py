@@ -50,20 +50,29 @@ def q_value(server: torch.Tensor, client: torch.Tensor, j: int, alpha: float) ->
 
 class Inverter(nn.Module):
     """TBI's inversion network (the paper's Code 2), narrower: transposed convolutions from a 4×4 seed
-    doubling to the image side, BatchNorm + tanh, output in [0, 1]."""
+    doubling to the image side, BatchNorm + tanh, output in [0, 1].
 
-    def __init__(self, inputs: int, size: int, width: int):
+    `copies` independent networks in one: every convolution is grouped (copy i's channels see only copy i's),
+    and BatchNorm's statistics are per channel, so each copy computes exactly what a network of its own would.
+    PLI trains one network per client; as one module that is one kernel per layer for all K instead of K
+    (on a GPU, where ten small networks in turn leave it idle), and one optimiser step instead of K."""
+
+    def __init__(self, inputs: int, size: int, width: int, copies: int = 1):
         super().__init__()
+        self.copies = copies
         ups = int(np.log2(size // 4))
         chans = [width * 2 ** (ups - 1 - i) for i in range(ups)]  # e.g. 4w, 2w, w for 32 px
-        layers = [nn.ConvTranspose2d(inputs, chans[0], 4), nn.BatchNorm2d(chans[0]), nn.Tanh()]
+        layers = [nn.ConvTranspose2d(copies * inputs, copies * chans[0], 4, groups=copies),
+                  nn.BatchNorm2d(copies * chans[0]), nn.Tanh()]
         for a, b in zip(chans, chans[1:] + [1]):
-            layers += [nn.ConvTranspose2d(a, b, 4, stride=2, padding=1)]
-            layers += [nn.BatchNorm2d(b), nn.Tanh()] if b != 1 else [nn.Tanh()]
+            layers += [nn.ConvTranspose2d(copies * a, copies * b, 4, stride=2, padding=1, groups=copies)]
+            layers += [nn.BatchNorm2d(copies * b), nn.Tanh()] if b != 1 else [nn.Tanh()]
         self.net = nn.Sequential(*layers)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return (self.net(z[:, :, None, None]) + 1) / 2
+        """z: (B, copies, inputs), each copy's own inputs → (B, copies, 1, S, S), each copy's image."""
+        out = self.net(z.flatten(1)[:, :, None, None])
+        return (out.unflatten(1, (self.copies, -1)) + 1) / 2
 
 
 def total_variation(x: torch.Tensor) -> torch.Tensor:
@@ -105,53 +114,72 @@ def priors(obs: Observation, mode: str) -> torch.Tensor:
 
 
 class InversionTrainer:
-    """One inversion network and its optimiser."""
+    """One inversion network per seed — trained together as one grouped Inverter, with one optimiser — each
+    initialised, shuffled and stepped exactly as it would be alone (Adam and weight decay act element by
+    element, and each copy's loss reaches only its own weights)."""
 
-    def __init__(self, inputs: int, size: int, width: int, lr: float, seed: int, device):
-        self.net = Inverter(inputs, size, width)
-        g = torch.Generator().manual_seed(seed)  # never the global RNG: concurrent runs stay reproducible
+    def __init__(self, inputs: int, size: int, width: int, lr: float, seeds: list[int], device):
+        self.copies = len(seeds)
+        self.net = Inverter(inputs, size, width, copies=self.copies)
         with torch.no_grad():
-            for layer in self.net.net:
-                if isinstance(layer, nn.ConvTranspose2d):
-                    bound = 1 / layer.weight[0].numel() ** 0.5
-                    layer.weight.copy_(torch.empty(layer.weight.shape).uniform_(-bound, bound, generator=g))
-                    layer.bias.copy_(torch.empty(layer.bias.shape).uniform_(-bound, bound, generator=g))
+            for i, seed in enumerate(seeds):  # copy i drawn from its own seed, layer by layer, as if alone
+                g = torch.Generator().manual_seed(seed)  # never the global RNG: concurrent runs stay reproducible
+                for layer in self.net.net:
+                    if isinstance(layer, nn.ConvTranspose2d):
+                        w, b = layer.weight.chunk(self.copies)[i], layer.bias.chunk(self.copies)[i]
+                        bound = 1 / w[0].numel() ** 0.5
+                        w.copy_(torch.empty(w.shape).uniform_(-bound, bound, generator=g))
+                        b.copy_(torch.empty(b.shape).uniform_(-bound, bound, generator=g))
         self.net = self.net.to(device)
         # foreach: one kernel per step for all tensors; on a CPU 1.1 ms per step instead of the loop's 3.3
         # (a fifth of each training step), and the same numbers to the bit (fused would not be)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, weight_decay=WEIGHT_DECAY, foreach=True)
-        self.g = torch.Generator().manual_seed(seed)
+        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]  # each copy's shuffle
 
     def epoch(self, z, x, prior, gamma, z_target=None, prior_target=None) -> torch.Tensor:
-        """One pass over (z → x): MSE to the image + γ·MSE to its prior (Eq. 3); then, when given, one step
-        on γ·MSE of the target classes' reconstructions to their priors (Eq. 10, Algorithm 1 line 8). Returns
-        the epoch's mean loss as a 0-dim tensor, on the device."""
+        """One pass of every copy over its (z → x) — z (copies, N, inputs), x and prior (N, 1, S, S): MSE to the
+        image + γ·MSE to its prior (Eq. 3), in batches each copy draws in its own order; then, when given, one
+        step on γ·MSE of the target classes' reconstructions to their priors (Eq. 10, Algorithm 1 line 8),
+        z_target (T, inputs) being the same for every copy. Returns each copy's mean loss over the epoch,
+        (copies,), on the device."""
         self.net.train()
-        order = torch.randperm(len(z), generator=self.g).to(z.device)
-        total = torch.zeros((), dtype=torch.float64, device=z.device)  # summed on the device: no sync per batch
-        for i in range(0, len(z), BATCH):
-            idx = order[i:i + BATCH]
-            if len(idx) < 2:  # BatchNorm needs two
+        n = z.shape[1]
+        orders = torch.stack([torch.randperm(n, generator=g) for g in self.generators]).to(z.device)
+        copy = torch.arange(self.copies, device=z.device)[:, None]
+        total = torch.zeros(self.copies, dtype=torch.float64, device=z.device)  # on the device: no sync per batch
+        for i in range(0, n, BATCH):
+            idx = orders[:, i:i + BATCH]  # (copies, b): each copy's own batch
+            if idx.shape[1] < 2:  # BatchNorm needs two
                 continue
-            out = self.net(z[idx])
-            loss = F.mse_loss(out, x[idx])
+            out = self.net(z[copy, idx].transpose(0, 1))  # (b, copies, 1, S, S)
+            loss = self._per_copy(out, x[idx].transpose(0, 1))
             if gamma > 0:
-                loss = loss + gamma * F.mse_loss(out, prior[idx])
+                loss = loss + gamma * self._per_copy(out, prior[idx].transpose(0, 1))
             self.opt.zero_grad()
-            loss.backward()
+            loss.sum().backward()  # each copy's weights get only its own loss's gradient
             self.opt.step()
-            total += loss.detach().double() * len(idx)
+            total += loss.detach().double() * idx.shape[1]
         if gamma > 0 and z_target is not None and len(z_target) > 1:
-            loss = gamma * F.mse_loss(self.net(z_target), prior_target)
+            loss = gamma * self._per_copy(self.net(self._same(z_target)), prior_target[:, None])
             self.opt.zero_grad()
-            loss.backward()
+            loss.sum().backward()
             self.opt.step()
-        return total / len(z)
+        return total / n
+
+    @staticmethod
+    def _per_copy(out: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+        """Each copy's MSE (as F.mse_loss over its own images): (copies,)."""
+        return ((out - want) ** 2).transpose(0, 1).flatten(1).mean(1)
+
+    def _same(self, z: torch.Tensor) -> torch.Tensor:
+        """(B, inputs) → (B, copies, inputs): one input for every copy."""
+        return z[:, None].expand(-1, self.copies, -1)
 
     @torch.no_grad()
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        """Every copy's reconstruction of the same inputs z (B, inputs): (B, copies, 1, S, S)."""
         self.net.eval()
-        return self.net(z)
+        return self.net(self._same(z))
 
 
 def pick_best(candidates: torch.Tensor, beta: float) -> torch.Tensor:
@@ -189,21 +217,22 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
     onehots = torch.stack([pr[1] for pr in pairs]).to(device)
     prior_target = prior[torch.tensor(targets, device=device)]
     k = ctx["clients"]
-    nets = [InversionTrainer(2 * classes, size, width, p["lr"], p["seed"] + 500 + i, device) for i in range(k)] \
-        if paired else []
-    tbi = InversionTrainer(classes, size, width, p["lr"], p["seed"] + 499, device) if (baseline or not paired) else None
+    nets = InversionTrainer(2 * classes, size, width, p["lr"], [p["seed"] + 500 + i for i in range(k)], device) \
+        if paired else None  # G_k for every client k, trained as one
+    tbi = InversionTrainer(classes, size, width, p["lr"], [p["seed"] + 499], device) if (baseline or not paired) \
+        else None
     total = len(rounds) * m
 
     def reconstruct():
         if not paired:
-            return tbi(onehots)
-        cands = torch.stack([net(z_target) for net in nets], 1)  # (T, K, C, H, W)
+            return tbi(onehots)[:, 0]
+        cands = nets(z_target)  # (T, K, C, H, W)
         return cands[torch.arange(len(targets), device=device), pick_best(cands, p["beta"]).to(device)]
 
     start = torch.full((len(targets), *x.shape[1:]), 0.5, device=device)
 
     def stage(r: int) -> str:  # shown beside the progress while the attack runs
-        return (f"round 1 of {len(rounds)}: training the inversion network{'s' if len(nets) > 1 else ''} on the "
+        return (f"round 1 of {len(rounds)}: training the inversion network{'s' if k > 1 and paired else ''} on the "
                 "public images' logits" if r == 1 else f"round {r} of {len(rounds)}: new logits arrived, training on them")
 
     yield Step(0, total, float("nan"), start, aligned=True, stage=stage(1))
@@ -212,24 +241,24 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
         server = _softmax(r.server.to(device), tau)
         for e in range(m):
             loss = 0.0
-            for net, client in zip(nets, r.clients):
-                z = torch.cat([server, _softmax(client.to(device), tau)], 1)
-                loss += net.epoch(z[clean], x[clean], prior_x[clean], gamma, z_target, prior_target) / k
+            if paired:  # each client's pairs (server, client k) for G_k
+                z = torch.stack([torch.cat([server, _softmax(c.to(device), tau)], 1) for c in r.clients])
+                loss = nets.epoch(z[:, clean], x[clean], prior_x[clean], gamma, z_target, prior_target).mean()
             if tbi is not None:  # TBI: client logits only, the whole public set, no prior (as published);
                 # with several clients each epoch takes every public image once, with a random client's logits
                 probs = torch.stack([_softmax(c.to(device), tau) for c in r.clients])
-                who = torch.randint(k, (len(x),), generator=tbi.g).to(device)
+                who = torch.randint(k, (len(x),), generator=tbi.generators[0]).to(device)
                 z = probs[who, torch.arange(len(x), device=device)]
-                tbi_loss = tbi.epoch(z, x, None, 0.0)
+                tbi_loss = tbi.epoch(z[None], x, None, 0.0)[0]
                 if not paired:
                     loss = tbi_loss
             it += 1
             # the last epoch of a round is its last frame: from here the next round's logits are in
             now = r.round + 2 if e == m - 1 and r.round + 1 < len(rounds) else r.round + 1
-            internals = {"baseline": tbi(onehots)} if (paired and tbi is not None) else None
+            internals = {"baseline": tbi(onehots)[:, 0]} if (paired and tbi is not None) else None
             yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, stage=stage(now),
                        final=False)
-    internals = {"baseline": tbi(onehots)} if (paired and tbi is not None) else None
+    internals = {"baseline": tbi(onehots)[:, 0]} if (paired and tbi is not None) else None
     yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, final=True)
 
 
