@@ -8,6 +8,7 @@ import torch
 from leakdemo import identities, metrics
 from leakdemo.attacks.pli import InversionTrainer, optimal_pair, pick_best, q_value, total_variation
 from leakdemo.defenses import round_logits, top_k_only
+from leakdemo.device import resolve_device
 from leakdemo.errors import LeakdemoError
 from leakdemo.protocols import distillation
 from leakdemo.runner import Run
@@ -184,20 +185,21 @@ def test_the_clients_inversion_networks_trained_as_one_each_learn_what_they_woul
     """PLI trains G_k for every client k as one grouped network: copy k must see only its own inputs, images
     and shuffle, and end where a network trained alone on them ends (to float rounding) — a shared BatchNorm,
     an ungrouped layer or one shuffle for all would each move the copies apart."""
+    device = resolve_device("auto")  # the suite's device: LEAKDEMO_TEST_DEVICE=cuda checks the grouped kernels
     g = torch.Generator().manual_seed(0)
     k, n, inputs, size = 3, 21, 12, 16
-    z = torch.rand(k, n, inputs, generator=g)  # each client's own pairs
-    x, prior = torch.rand(n, 1, size, size, generator=g), torch.rand(n, 1, size, size, generator=g)
-    z_target, prior_target = torch.rand(4, inputs, generator=g), torch.rand(4, 1, size, size, generator=g)
-    together = InversionTrainer(inputs, size, 8, 1e-2, [5, 6, 7], "cpu")
-    alone = [InversionTrainer(inputs, size, 8, 1e-2, [seed], "cpu") for seed in (5, 6, 7)]
+    # z: each client's own pairs; x, prior: the public images; the target classes' inputs and priors
+    z, x, prior, z_target, prior_target = (torch.rand(*shape, generator=g).to(device) for shape in (
+        (k, n, inputs), (n, 1, size, size), (n, 1, size, size), (4, inputs), (4, 1, size, size)))
+    together = InversionTrainer(inputs, size, 8, 1e-2, [5, 6, 7], device)
+    alone = [InversionTrainer(inputs, size, 8, 1e-2, [seed], device) for seed in (5, 6, 7)]
     for _ in range(3):
         losses = together.epoch(z, x, prior, 0.3, z_target, prior_target)
         each = torch.cat([a.epoch(z[i:i + 1], x, prior, 0.3, z_target, prior_target) for i, a in enumerate(alone)])
-        assert torch.allclose(losses, each, rtol=1e-5)
+        assert torch.allclose(losses, each, rtol=1e-4)  # a GPU's kernels round a little apart
     out = together(z_target)
     assert out.shape == (4, k, 1, size, size)
-    assert torch.allclose(out, torch.cat([a(z_target) for a in alone], 1), atol=1e-4)
+    assert torch.allclose(out, torch.cat([a(z_target) for a in alone], 1), atol=1e-3)
     assert (out[:, 0] - out[:, 1]).abs().max() > 0.01  # and they are different networks
 
 
