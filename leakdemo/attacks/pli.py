@@ -239,14 +239,14 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
     it = 0
     for r in rounds:
         server = _softmax(r.server.to(device), tau)
+        probs = torch.stack([_softmax(c.to(device), tau) for c in r.clients])  # (K, N, J): the round's, every epoch's
+        paired_z = torch.cat([server.expand_as(probs), probs], 2)[:, clean]  # each client's pairs (server, client k)
         for e in range(m):
             loss = 0.0
-            if paired:  # each client's pairs (server, client k) for G_k
-                z = torch.stack([torch.cat([server, _softmax(c.to(device), tau)], 1) for c in r.clients])
-                loss = nets.epoch(z[:, clean], x[clean], prior_x[clean], gamma, z_target, prior_target).mean()
+            if paired:  # G_k on client k's pairs, every k at once
+                loss = nets.epoch(paired_z, x[clean], prior_x[clean], gamma, z_target, prior_target).mean()
             if tbi is not None:  # TBI: client logits only, the whole public set, no prior (as published);
                 # with several clients each epoch takes every public image once, with a random client's logits
-                probs = torch.stack([_softmax(c.to(device), tau) for c in r.clients])
                 who = torch.randint(k, (len(x),), generator=tbi.generators[0]).to(device)
                 z = probs[who, torch.arange(len(x), device=device)]
                 tbi_loss = tbi.epoch(z[None], x, None, 0.0)[0]
