@@ -1,4 +1,5 @@
 """Logit sharing (FedMD, DS-FL, FedGEMS) and PLI/TBI: closed forms, the metric, the data split, real recovery."""
+import copy
 import itertools
 
 import numpy as np
@@ -201,6 +202,54 @@ def test_the_clients_inversion_networks_trained_as_one_each_learn_what_they_woul
     assert out.shape == (4, k, 1, size, size)
     assert torch.allclose(out, torch.cat([a(z_target) for a in alone], 1), atol=1e-3)
     assert (out[:, 0] - out[:, 1]).abs().max() > 0.01  # and they are different networks
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_the_federation_s_clients_trained_as_one_each_learn_what_they_would_alone(grouped):
+    """The clients of FedMD/DS-FL/FedGEMS train as one Cohort (a grouped convolution on a GPU, each copy's own
+    slice of it on a CPU; both checked here): each must end where a client trained alone on its own private
+    set and shuffle ends — a shared shuffle, one copy's weights for all or copies' channels mixed up would
+    each move them apart."""
+    device = resolve_device("auto")  # the suite's device: LEAKDEMO_TEST_DEVICE=cuda checks the GPU's kernels
+    g = torch.Generator().manual_seed(0)
+    k, n, n_public, classes, size, width = 3, 20, 45, 5, 14, 4
+    private_x, public_x = torch.rand(k, n, 1, size, size, generator=g), torch.rand(n_public, 1, size, size, generator=g)
+    private_y = torch.randint(classes, (k, n), generator=g)
+    consensus = torch.randn(n_public, classes, generator=g)
+    models = [distillation.classifier(classes, size, width, g) for _ in range(k)]
+    seeds = [11, 12, 13]
+    together = distillation.Cohort(copy.deepcopy(models), device, seeds, grouped=grouped)
+    alone = [distillation.Learner(copy.deepcopy(m), device, s) for m, s in zip(models, seeds)]
+    public_x, consensus = public_x.to(device), consensus.to(device)
+    together.fit(private_x.to(device), private_y.to(device), "ce", 2, shared=False)
+    together.fit(public_x, consensus, "l1", 1, shared=True)
+    together.fit(public_x, consensus.softmax(1), "soft", 1, shared=True)
+    for a, x, y in zip(alone, private_x, private_y):
+        a.fit(x.to(device), y.to(device), "ce", 2)
+        a.fit(public_x, consensus, "l1", 1)
+        a.fit(public_x, consensus.softmax(1), "soft", 1)
+    out = together.logits(public_x)
+    assert out.shape == (k, n_public, classes)
+    assert torch.allclose(out, torch.stack([a.logits(public_x) for a in alone]), atol=1e-4)
+    assert (out[0] - out[1]).abs().max() > 0.01  # and they are different clients
+
+
+def test_clients_with_private_sets_of_different_sizes_train_in_cohorts_and_answer_in_their_order():
+    """Identities that do not deal evenly (7 among 3 clients: 3, 2, 2 — here 6, 4, 6 images) put the clients
+    in cohorts by size; each still trains as alone, and the logits come back client by client."""
+    g = torch.Generator().manual_seed(1)
+    sizes, classes, size, width = (6, 4, 6), 4, 14, 4
+    private = [(torch.rand(n, 1, size, size, generator=g), torch.randint(classes, (n,), generator=g)) for n in sizes]
+    public = torch.rand(10, 1, size, size, generator=g)
+    models = [distillation.classifier(classes, size, width, g) for _ in sizes]
+    clients = distillation.Clients(copy.deepcopy(models), private, "cpu", [3, 4, 5])
+    assert clients.groups == [[0, 2], [1]]
+    clients.fit_private(3)
+    alone = [distillation.Learner(copy.deepcopy(m), "cpu", s) for m, s in zip(models, [3, 4, 5])]
+    for a, (x, y) in zip(alone, private):
+        a.fit(x, y, "ce", 3)
+    for mine, theirs in zip(clients.logits(public), alone):
+        assert torch.allclose(mine, theirs.logits(public), atol=1e-5)
 
 
 def test_tbi_alone_runs_as_the_primary_attack():

@@ -25,12 +25,11 @@ from .. import cancel, identities, metrics
 from ..defenses import apply_defense
 from ..settings import logits_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
+from .cohort import BATCH, LR, Cohort, losses
 
 SCHEMES = ("fedmd", "ds-fl", "fedgems")
 ERA_TEMPERATURE = 0.1  # DS-FL's entropy-reduction aggregation
 FEDGEMS_EPSILON = 0.75  # FedGEMS: a client's prediction counts when right with at least this confidence
-BATCH = 32
-LR = 1e-3
 # epochs per round of each phase, from the PLI paper's Appendix C (local_epochs sets the initial training):
 # FedMD digests and revisits for 1 epoch, DS-FL and FedGEMS clients train 2 on each set, servers 1
 ROUND_EPOCHS = {"fedmd": 1, "ds-fl": 2, "fedgems": 2}
@@ -71,7 +70,8 @@ def _init(m: nn.Module, g: torch.Generator) -> None:
 
 
 class Learner:
-    """A model with its own Adam optimiser and data order (so every party is reproducible)."""
+    """A server's model with its own Adam optimiser and data order (so every party is reproducible); the
+    clients train together as a Cohort."""
 
     def __init__(self, model: nn.Module, device, seed: int):
         self.model = model.to(device)
@@ -85,14 +85,7 @@ class Learner:
             for i in range(0, len(x), BATCH):
                 cancel.check()  # a federation's rounds run before the attack's first frame
                 idx = order[i:i + BATCH]
-                out = self.model(x[idx])
-                t = target[idx]
-                if loss == "ce":
-                    value = F.cross_entropy(out, t)
-                elif loss == "l1":  # FedMD's digest: match the consensus logits
-                    value = (out - t).abs().mean()
-                else:  # "soft": cross-entropy to soft targets (DS-FL), = KL up to a constant (FedGEMS)
-                    value = -(t * F.log_softmax(out, 1)).sum(1).mean()
+                value = losses(self.model(x[idx]), target[idx], loss).mean()
                 self.opt.zero_grad()
                 value.backward()
                 self.opt.step()
@@ -102,8 +95,40 @@ class Learner:
         self.model.eval()
         return torch.cat([self.model(x[i:i + 256]) for i in range(0, len(x), 256)])
 
-    def accuracy(self, x: torch.Tensor, y: torch.Tensor) -> float:
-        return float((self.logits(x).argmax(1) == y).float().mean())
+
+class Clients:
+    """The federation's K clients, in cohorts of equal private-set size (one cohort when the identities
+    deal evenly, as in every preset): each cohort trains as one program, each client as it would alone."""
+
+    def __init__(self, models: list[nn.Module], private: list[tuple[torch.Tensor, torch.Tensor]], device,
+                 seeds: list[int]):
+        sizes = [len(y) for _, y in private]
+        self.groups = [[i for i, n in enumerate(sizes) if n == size] for size in dict.fromkeys(sizes)]
+        self.cohorts = [Cohort([models[i] for i in g], device, [seeds[i] for i in g]) for g in self.groups]
+        self.private = [(torch.stack([private[i][0] for i in g]).to(device),
+                         torch.stack([private[i][1] for i in g]).to(device)) for g in self.groups]
+
+    def fit_private(self, epochs: int) -> None:
+        for cohort, (x, y) in zip(self.cohorts, self.private):
+            cohort.fit(x, y, "ce", epochs, shared=False)
+
+    def fit_public(self, x: torch.Tensor, target: torch.Tensor, loss: str, epochs: int) -> None:
+        for cohort in self.cohorts:
+            cohort.fit(x, target, loss, epochs, shared=True)
+
+    def _in_order(self, per_cohort: list) -> list:
+        out = [None] * sum(map(len, self.groups))
+        for g, values in zip(self.groups, per_cohort):
+            for i, v in zip(g, values):
+                out[i] = v
+        return out
+
+    def logits(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Client by client, its logits on x."""
+        return self._in_order([list(c.logits(x)) for c in self.cohorts])
+
+    def accuracy(self, x: torch.Tensor, y: torch.Tensor) -> list[float]:
+        return self._in_order([c.accuracy(x, y) for c in self.cohorts])
 
 
 def _fedgems_targets(server_logits, client_logits, labels) -> torch.Tensor:
@@ -136,54 +161,48 @@ def federate(p: dict, data: identities.IdentitySet, device, defense: str):
     xp, yp = (t.to(device) for t in data.public)
     classes, index = label_space(p, data)
     private = [(x.to(device), index[y].to(device)) for x, y in data.private]
-    clients = [Learner(classifier(classes, size, width, g), device, p["seed"] + 100 + i) for i in range(k)]
+    models = [classifier(classes, size, width, g) for _ in range(k)]
+    clients = Clients(models, private, device, [p["seed"] + 100 + i for i in range(k)])
     make_server = large_classifier if scheme == "fedgems" else classifier
     server = Learner(make_server(classes, size, width, g), device, p["seed"] + 99)
     g_def = torch.Generator().manual_seed(p["seed"] + 8)
     e, r_e = p["local_epochs"], ROUND_EPOCHS[scheme]
 
-    def send(c: Learner) -> torch.Tensor:
-        return apply_defense(defense, [c.logits(xp)], p, g_def)[0]
+    def send() -> list[torch.Tensor]:
+        return [apply_defense(defense, [l], p, g_def)[0] for l in clients.logits(xp)]
 
     if scheme == "fedmd":
-        for c, (x, y) in zip(clients, private):
-            c.fit(xp, yp, "ce", e)  # transfer learning on the public set
-            c.fit(x, y, "ce", e)
+        clients.fit_public(xp, yp, "ce", e)  # transfer learning on the public set
+        clients.fit_private(e)
         server.fit(xp, yp, "ce", e)
     else:
-        for c, (x, y) in zip(clients, private):
-            c.fit(x, y, "ce", e)
+        clients.fit_private(e)
         if scheme == "fedgems":
             server.fit(xp, yp, "ce", e)
     rounds, sent = [], None
     for t in range(p["rounds"]):
         if scheme == "fedmd":
-            sent = [send(c) for c in clients]
+            sent = send()
             rounds.append(LogitRound(t, sent, server.logits(xp)))
-            consensus = torch.stack(sent).mean(0)
-            for c, (x, y) in zip(clients, private):
-                c.fit(xp, consensus, "l1", r_e)  # digest
-                c.fit(x, y, "ce", r_e)  # revisit
+            clients.fit_public(xp, torch.stack(sent).mean(0), "l1", r_e)  # digest the consensus
+            clients.fit_private(r_e)  # revisit
             server.fit(xp, yp, "ce", 1)
         elif scheme == "ds-fl":
             if t > 0:
-                for c, (x, y) in zip(clients, private):
-                    c.fit(x, y, "ce", r_e)
-            sent = [send(c) for c in clients]
+                clients.fit_private(r_e)
+            sent = send()
             rounds.append(LogitRound(t, sent, server.logits(xp)))
             mean = torch.stack([F.softmax(s, 1) for s in sent]).mean(0)
             era = F.softmax(mean / ERA_TEMPERATURE, 1)
-            for c in clients:
-                c.fit(xp, era, "soft", r_e)
+            clients.fit_public(xp, era, "soft", r_e)
             server.fit(xp, era, "soft", 1)
         else:  # fedgems
             if sent is not None:
                 server.fit(xp, _fedgems_targets(server.logits(xp), sent, yp), "soft", 1)
             glob = F.softmax(server.logits(xp), 1)
-            for c, (x, y) in zip(clients, private):
-                c.fit(xp, glob, "soft", r_e)
-                c.fit(x, y, "ce", r_e)
-            sent = [send(c) for c in clients]
+            clients.fit_public(xp, glob, "soft", r_e)
+            clients.fit_private(r_e)
+            sent = send()
             rounds.append(LogitRound(t, sent, server.logits(xp)))
     return rounds, clients, server
 
@@ -222,10 +241,10 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
         xt, yt = data.test
         keep = torch.isin(yt, torch.tensor(data.targets))
         xt, yt = xt[keep].to(device), index[yt[keep]].to(device)
-        out = {"defended": [c.accuracy(xt, yt) for c in clients]}
+        out = {"defended": clients.accuracy(xt, yt)}
         if p["defense"] != "none":
             _, clean_clients, _ = federate(p, data, device, "none")
-            out["clean"] = [c.accuracy(xt, yt) for c in clean_clients]
+            out["clean"] = clean_clients.accuracy(xt, yt)
         return out
 
     names = [f"{unit} {j} (client {data.owner[j] + 1})" for j in data.targets]
