@@ -27,7 +27,8 @@ def losses(out: torch.Tensor, t: torch.Tensor, loss: str) -> torch.Tensor:
         return F.cross_entropy(out.flatten(0, -2), t.flatten(), reduction="none").view(t.shape)
     if loss == "l1":  # FedMD's digest: match the consensus logits
         return (out - t).abs().mean(-1)
-    return -(t * F.log_softmax(out, -1)).sum(-1)  # "soft": cross-entropy to soft targets (DS-FL), = KL + const (FedGEMS)
+    # "soft": cross-entropy to soft targets (DS-FL), = KL up to a constant (FedGEMS)
+    return -(t * F.log_softmax(out, -1)).sum(-1)
 
 
 class Cohort(nn.Module):
@@ -82,7 +83,7 @@ class Cohort(nn.Module):
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Every client's logits on shared images x (N, …): (K, N, J)."""
         self.eval()
-        return torch.cat([self(x[i:i + 256].expand(self.copies, *x[i:i + 256].shape)) for i in range(0, len(x), 256)], 1)
+        return torch.cat([self(part.expand(self.copies, *part.shape)) for part in x.split(256)], 1)
 
     def accuracy(self, x: torch.Tensor, y: torch.Tensor) -> list[float]:
         return (self.logits(x).argmax(-1) == y).float().mean(1).tolist()
