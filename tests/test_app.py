@@ -813,10 +813,12 @@ def test_the_server_does_not_collect_garbage_after_every_refresh():
 
 
 def test_a_run_begun_redraws_the_page_once_even_at_an_unchanged_pace():
-    """Run attack reruns only the run panel; the panel asks for one full rerun around a new run. It asked only
-    when the pace changed — and on a fresh server the pace is the same before the click (the gallery's
-    thumbnails) and during the run: while the threat card sat above the panel, the first run of a class played
-    under the open card, its pictures below a 1280×720 projector's fold (the card now folds in the panel)."""
+    """The run panel asks for one full rerun around a run it was not drawn with. It asked only when the pace
+    changed — and on a fresh server the pace is the same before the click (the gallery's thumbnails) and
+    during the run: while the threat card sat above the panel, the first run of a class played under the open
+    card, its pictures below a 1280×720 projector's fold (the card now folds in the panel). Run attack itself
+    is a full rerun now (its button sits outside the panel: `run_buttons`); a run begun another way still
+    gets its page drawn."""
     from leakdemo.dashboard.lab import POLL_SECONDS, redraw_page
     from leakdemo.dashboard.pool import RunHandle
     run = RunHandle(scenario=from_preset("dlg"), status="running", seq=1)
@@ -824,6 +826,23 @@ def test_a_run_begun_redraws_the_page_once_even_at_an_unchanged_pace():
     assert not redraw_page(run, POLL_SECONDS, run)  # drawn with it: ticks redraw the panel alone
     again = RunHandle(scenario=from_preset("dlg"), status="running", seq=2)
     assert redraw_page(again, POLL_SECONDS, run)  # a second run over the first's page
+
+
+def test_stop_greys_again_when_the_run_ends_even_at_an_unchanged_pace(monkeypatch):
+    """Stop sits outside the run panel's fragment (a click inside one could be skipped, see `run_buttons`), so
+    only a full run redraws it: the panel asks for one when the run it could stop has ended, even where the
+    pace stays (a fresh server's page ticks at POLL_SECONDS before, during and after a run)."""
+    import threading
+    from types import SimpleNamespace
+    from leakdemo.dashboard import lab
+    from leakdemo.dashboard.lab import POLL_SECONDS, redraw_page
+    from leakdemo.dashboard.pool import RunHandle
+    monkeypatch.setattr(lab, "_gallery", lambda: SimpleNamespace(ready=threading.Event()))  # thumbnails not ready
+    run = RunHandle(scenario=from_preset("dlg"), status="running", seq=1)
+    assert not redraw_page(run, POLL_SECONDS, run, stop_enabled=True)  # Stop drawn enabled, still right
+    run.status = "stopped"
+    assert redraw_page(run, POLL_SECONDS, run, stop_enabled=True)  # ended under an enabled Stop: drawn again
+    assert not redraw_page(run, POLL_SECONDS, run, stop_enabled=False)  # and then left alone
 
 
 def test_the_engine_line_says_when_the_workers_are_ready_without_a_click(monkeypatch):

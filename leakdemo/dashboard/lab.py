@@ -650,7 +650,8 @@ def main() -> None:
             st.query_params.from_dict(query)
     handle = st.session_state.get("handle")
     pace = _pace(handle)
-    polled(run_panel, pace)(scenario, problem, uploads, pace, handle, engine_line(run_pool()))
+    run_buttons(scenario, problem, uploads)
+    polled(run_panel, pace)(scenario, problem, pace, handle, engine_line(run_pool()), _stoppable(handle))
 
 
 def engine_line(pool) -> str:
@@ -679,31 +680,34 @@ def _pace(handle) -> float | None:
     return QUEUED_POLL_SECONDS
 
 
-def redraw_page(handle, pace: float | None, drawn_with, engine: str | None = None) -> bool:
+def redraw_page(handle, pace: float | None, drawn_with, engine: str | None = None,
+                stop_enabled: bool | None = None) -> bool:
     """Whether the run panel asks for a full rerun: the pace its run's state needs changed, or the run is not
     the one the page was drawn with — a run just started gets one full rerun, which draws the page (and this
     panel's `drawn_with`) around it, even where the pace stays at POLL_SECONDS from before the click (a fresh
-    server's gallery thumbnails) through the first run."""
+    server's gallery thumbnails) through the first run. Stop, drawn outside the panel, is drawn again when the
+    run it could stop ends (`stop_enabled`: as the full run drew it), even where the pace stays the same."""
     return (_pace(handle) != pace or handle is not drawn_with
-            or (engine is not None and engine_line(run_pool()) != engine))
+            or (engine is not None and engine_line(run_pool()) != engine)
+            or (stop_enabled is not None and stop_enabled != _stoppable(handle)))
 
 
-def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None, engine: str | None = None) -> None:
-    """Run / Stop and the run itself: one fragment, the page's one refresh mechanism.
+def _stoppable(handle) -> bool:
+    return handle is not None and not handle.done
 
-    The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
-    that state changes pace (queued → running → complete; a fresh server's thumbnails ready), the fragment
-    asks for one full rerun, which sets the new pace — the browser drops every fragment timer when a full
-    run starts, so no timer outlives the tree it draws into, and a complete run's page stops refreshing.
-    There is one fragment and one timer: nothing else races it (two fragments and a rerun from one of them
-    blanked a busy classroom's tabs). Each full run gives it a new fragment id (`shared.polled`), so that a
-    late tick of the old timer is ignored instead of costing the page its new one."""
-    handle = st.session_state.get("handle")
-    running = handle is not None and not handle.done
+
+def run_buttons(scenario, problem, uploads) -> None:
+    """Run and Stop, and the scenario in words beside them — outside the run panel's fragment, so that a click
+    is a full rerun. Inside, a click asked for a rerun of the fragment it was drawn in; when it met a full run
+    (the engine line settling as a classroom pressed Run at once), that run had registered the fragment under
+    a new id, the click's request named the old one and Streamlit skipped it: `_start` ran, but nothing drew
+    the run, and with the page's timer off the tab stayed on "Press Run attack" (1 tab in 12, once in CI;
+    reproduced on a minimal page: a click sent while a slow full run has not yet drawn the new fragment)."""
     c1, c2, c3 = st.columns([1.5, 1.1, 3.4])  # "Run attack" whole on a 1024-px laptop (it read "Ru…")
     c1.button("Run attack", type="primary", disabled=problem is not None or scenario is None, on_click=_start,
               args=(scenario, uploads), icon=":material/play_arrow:", width="stretch")
-    c2.button("Stop", disabled=not running, on_click=_stop, icon=":material/stop:", width="stretch")
+    c2.button("Stop", disabled=not _stoppable(st.session_state.get("handle")), on_click=_stop,
+              icon=":material/stop:", width="stretch")
     if problem:
         c3.error(problem)
     elif scenario is not None:
@@ -722,6 +726,21 @@ def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None, e
         c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}"
                    f"{defended}, {what}, {scenario['image_size']}×{scenario['image_size']} px, "
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
+
+
+def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: str | None = None,
+              stop_enabled: bool | None = None) -> None:
+    """The run itself, under Run and Stop: one fragment, the page's one refresh mechanism.
+
+    The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
+    that state changes pace (queued → running → complete; a fresh server's thumbnails ready), the fragment
+    asks for one full rerun, which sets the new pace — the browser drops every fragment timer when a full
+    run starts, so no timer outlives the tree it draws into, and a complete run's page stops refreshing
+    (that rerun also greys Stop again).
+    There is one fragment and one timer: nothing else races it (two fragments and a rerun from one of them
+    blanked a busy classroom's tabs). Each full run gives it a new fragment id (`shared.polled`), so that a
+    late tick of the old timer is ignored instead of costing the page its new one."""
+    handle = st.session_state.get("handle")
     if scenario is not None:  # under Run and Stop, which stay put as the card folds (above, they jumped up
         for w in scenario.warnings:  # ~300 px from under the pointer that had just pressed Run)
             st.warning(w, icon=":material/warning:")
@@ -732,5 +751,5 @@ def run_panel(scenario, problem, uploads, pace: float | None, drawn_with=None, e
     else:
         run_view(handle.poll())
         chart_panel(handle)
-    if redraw_page(handle, pace, drawn_with, engine):
+    if redraw_page(handle, pace, drawn_with, engine, stop_enabled):
         st.rerun()  # one full rerun sets the new pace (and stops the timer once the run is complete)
