@@ -701,8 +701,8 @@ def run_buttons(scenario, problem, uploads) -> None:
     is a full rerun. Inside, a click asked for a rerun of the fragment it was drawn in; when it met a full run
     (the engine line settling as a classroom pressed Run at once), that run had registered the fragment under
     a new id, the click's request named the old one and Streamlit skipped it: `_start` ran, but nothing drew
-    the run, and with the page's timer off the tab stayed on "Press Run attack" (1 tab in 12, once in CI;
-    reproduced on a minimal page: a click sent while a slow full run has not yet drawn the new fragment)."""
+    the run, and with the page's timer off the tab could stay on "Press Run attack" (reproduced on a minimal
+    page: a click sent while a slow full run has not yet drawn the new fragment)."""
     c1, c2, c3 = st.columns([1.5, 1.1, 3.4])  # "Run attack" whole on a 1024-px laptop (it read "Ru…")
     c1.button("Run attack", type="primary", disabled=problem is not None or scenario is None, on_click=_start,
               args=(scenario, uploads), icon=":material/play_arrow:", width="stretch")
