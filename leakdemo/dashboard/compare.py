@@ -21,7 +21,7 @@ from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
 from ..words import fixed, plural, small_figure
-from .shared import psnr_bars, run_pool
+from .shared import held, psnr_bars, run_pool
 
 MAX_RUNS = 4
 TICK = 0.25  # seconds between replay frames
@@ -176,7 +176,7 @@ def _defenses_form(sources: dict) -> None:
     if any(d not in options for d in st.session_state.get("c_defenses", [])):
         st.session_state["c_defenses"] = options[:2]
     c2.multiselect("Defenses (each at its default strength)", options, key="c_defenses", max_selections=MAX_RUNS,
-                   default=None if "c_defenses" in st.session_state else options[:2],
+                   default=held("c_defenses", options[:2]),  # shared.held
                    format_func=lambda d: catalog.DEFENSES[d].title)
     st.button("Run them", on_click=_start_defenses, args=(sources,), type="primary", icon=":material/play_arrow:",
               disabled=not st.session_state.get("c_defenses") or bool(st.session_state.get("c_pending")))

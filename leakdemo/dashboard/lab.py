@@ -27,8 +27,8 @@ from . import state
 from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
-from .shared import (hardware, ignored_line, polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow,
-                     tab_alive)
+from .shared import (hardware, held, held_index, ignored_line, polled, psnr_bars, queue_line, run_pool, setup_line,
+                     stacked_when_narrow, tab_alive)
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -175,17 +175,22 @@ def param_widget(p, where=st, unread: str | None = None) -> None:
         st.session_state[key] = value
     kw = dict(key=key, help=_help(p) + (f"\n\n**Changes nothing now:** {unread}." if unread else ""),
               disabled=greyed)
+    # each widget's own default is the value it holds (shared.held): a tab that draws it late shows that value
     if p.kind == "choice":
-        where.selectbox(p.title, p.choices, format_func=p.show, **kw)
+        where.selectbox(p.title, p.choices, index=held_index(key, p.choices), format_func=p.show, **kw)
     elif p.kind == "int":
-        where.number_input(p.title, min_value=int(p.low), max_value=int(p.high), step=1, **kw)
+        low, high = int(p.low), int(p.high)
+        where.number_input(p.title, min_value=low, max_value=high, value=min(max(int(value), low), high), step=1,
+                           **kw)
     elif p.kind == "float":
+        low, high = float(p.low), float(p.high)
         step = 0.01 if (p.high or 1) <= 1 else 0.1
-        where.number_input(p.title, min_value=float(p.low), max_value=float(p.high), step=step, format="%g", **kw)
+        where.number_input(p.title, min_value=low, max_value=high, value=min(max(float(value), low), high),
+                           step=step, format="%g", **kw)
     elif p.kind == "bool":
-        where.toggle(p.title, **kw)
+        where.toggle(p.title, value=bool(value), **kw)
     else:
-        where.text_input(p.title, max_chars=2000, **kw)
+        where.text_input(p.title, value=str(value), max_chars=2000, **kw)
 
 
 def _showcase_picker() -> None:
@@ -205,17 +210,19 @@ def _showcase_picker() -> None:
 def sidebar() -> tuple:
     """Draw the sidebar; return (scenario or None, error message or None, uploads)."""
     sb = st.sidebar
-    sb.selectbox("Preset", list(presets()), key="preset", on_change=_on_preset,
-                 format_func=lambda n: f"{n} — {presets()[n].title}",
+    sb.selectbox("Preset", list(presets()), index=held_index("preset", presets()), key="preset",
+                 on_change=_on_preset, format_func=lambda n: f"{n} — {presets()[n].title}",
                  help="A ready-made scenario. Everything below can then be changed.")
     s = st.session_state["scenario"]
-    sb.selectbox("Protocol", list(catalog.PROTOCOLS), key="w_protocol", on_change=_on_choice, args=("protocol",),
+    sb.selectbox("Protocol", list(catalog.PROTOCOLS), index=held_index("w_protocol", catalog.PROTOCOLS),
+                 key="w_protocol", on_change=_on_choice, args=("protocol",),
                  format_func=lambda n: catalog.PROTOCOLS[n].title, help="What a client sends to the server.")
-    sb.selectbox("Attack", catalog.attacks_for(s["protocol"]), key="w_attack", on_change=_on_choice,
+    attacks, defenses = catalog.attacks_for(s["protocol"]), catalog.defenses_for(s["protocol"])
+    sb.selectbox("Attack", attacks, index=held_index("w_attack", attacks), key="w_attack", on_change=_on_choice,
                  args=("attack",), format_func=lambda n: catalog.ATTACKS[n].title,
                  help="How the server rebuilds the private data. " + catalog.ATTACKS[s["attack"]].paper)
-    sb.selectbox("Defense", catalog.defenses_for(s["protocol"]), key="w_defense", on_change=_on_choice,
-                 args=("defense",), format_func=lambda n: catalog.DEFENSES[n].title,
+    sb.selectbox("Defense", defenses, index=held_index("w_defense", defenses), key="w_defense",
+                 on_change=_on_choice, args=("defense",), format_func=lambda n: catalog.DEFENSES[n].title,
                  help="What the client does to its payload before sending it.")
     groups = state.visible_params(s)
     now = {**s.params, **{k[2:]: v for k, v in st.session_state.items() if k.startswith("w_")}}  # this rerun's
@@ -322,7 +329,9 @@ def _data_widgets(where, source: str):
     photos, a place for the batch's thumbnails)."""
     preview = None
     if source == "samples":
-        where.multiselect("Images (the batch starts with these)", available_samples(), key="w_gallery",
+        photos = available_samples()
+        where.multiselect("Images (the batch starts with these)", photos, key="w_gallery",
+                          default=[n for n in held("w_gallery", []) if n in photos],
                           help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
         thumbs = _gallery().pngs
         with where.expander("Browse the built-in photos"):
@@ -332,15 +341,11 @@ def _data_widgets(where, source: str):
                 st.caption(f"The thumbnails could not be made ({_gallery().error})." if _gallery().error
                            else "Preparing the thumbnails (once per server start)…")
         preview = where.empty()  # filled once the scenario is resolved: the seed's picks need it
-    elif source == "folder":
-        param_widget(catalog.PROTOCOLS["fedsgd"].param("folder"), where)
-        where.text_input("Images (file names, comma-separated)", key="w_images")
-    elif source == "torchvision":
-        for name in ("tv_dataset", "data_root"):
-            param_widget(catalog.PROTOCOLS["fedsgd"].param(name), where)
-        where.text_input("Images (indices, comma-separated)", key="w_images")
     else:
-        where.text_input("Images (indices, comma-separated)", key="w_images")
+        for name in {"folder": ("folder",), "torchvision": ("tv_dataset", "data_root")}.get(source, ()):
+            param_widget(catalog.PROTOCOLS["fedsgd"].param(name), where)
+        what = "file names" if source == "folder" else "indices"
+        where.text_input(f"Images ({what}, comma-separated)", value=str(held("w_images", "")), key="w_images")
     files = where.file_uploader("…or upload your own (PNG, JPEG, WebP; ≤ 10 MB)", type=["png", "jpg", "jpeg", "webp"],
                                 accept_multiple_files=True, key="uploads",
                                 help="Uploads stay in this browser session; they are never written to disk.")

@@ -41,6 +41,28 @@ def polled(body, pace: float | None):
     return st.fragment(run_every=pace)(live)
 
 
+def held(key: str, fallback=None):
+    """What the session holds for a keyed widget: pass it to the widget as its default too (`value=`,
+    `default=`; `held_index` for `index=`).
+
+    Why: a value the page sets through st.session_state (a link's, a preset's) reaches the browser once, with
+    the run that set it. A tab that draws the widget only after a later full run has replaced that run's
+    elements — a slow or busy tab, on a fresh server whose first page is followed by a full run as its workers
+    warm up — mounts it at its default instead: the first option, the minimum. It shows that, and sends it
+    back with its next message: 1 in 5 classroom rounds had a tab run preset `agic`, DLG, 1 iteration at
+    lr 0.0001, 8 px, seed 0 where its link said DLG, 15 iterations, 16 px (the same with the tab's CPU slowed
+    20×, three fresh servers in three). With the held value as its default, the fallback is the value itself."""
+    return st.session_state.get(key, fallback)
+
+
+def held_index(key: str, options, fallback: int = 0) -> int:
+    """`held` for a selectbox or a radio: the index of the option the session holds (`fallback` where it holds
+    none of them)."""
+    options = list(options)
+    value = st.session_state.get(key)
+    return options.index(value) if value in options else fallback
+
+
 def hardware() -> str:
     """The machine in words, as the workers reported it (the web server itself never loads torch)."""
     from ..device import facts
