@@ -109,7 +109,7 @@ def test_a_worker_runs_one_cpu_start_compiled_only_with_a_build_it_holds(monkeyp
     assert not compiled.only_held({"compile": "auto"}, torch.device("cuda"), 1)
 
     def run(**settings):
-        events = list(Run(from_preset("dlg", {"iterations": 40, **settings})).events())
+        events = list(Run(from_preset("dlg", {"iterations": 40, "device": "cpu", **settings})).events())
         notes = [e.note for e in events if isinstance(e, Progress) and e.note]
         stages = [e.stage for e in events if isinstance(e, Progress) and e.stage]
         return events[-1], notes, stages

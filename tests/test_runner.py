@@ -28,7 +28,9 @@ def test_stream_shape_and_first_frame(tiny):
 
 
 def test_same_scenario_same_numbers(tiny):
-    s = from_preset("dlg", {**tiny, "iterations": 8, "images": "", "seed": "4"})
+    """Bit for bit on a CPU. Not on a GPU: an H200 ended this run at 37.83 dB once and 36.82 dB the next time,
+    L-BFGS amplifying differences in the last bits (README, "Measured on a GPU")."""
+    s = from_preset("dlg", {**tiny, "iterations": 8, "images": "", "seed": "4", "device": "cpu"})
     a = list(Run(s).events())[-1]
     b = list(Run(s).events())[-1]
     assert a.metrics["psnr"] == b.metrics["psnr"] and a.metrics["loss"] == b.metrics["loss"]

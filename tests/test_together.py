@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from leakdemo.device import device_name
 from leakdemo.errors import ParamError
 from leakdemo.scenario import from_preset
 from leakdemo.store import RunStore, scenario_key
@@ -40,7 +41,7 @@ def test_runs_attacked_together_each_come_back_as_the_run_alone(attack):
     for t, a, b in zip(tasks, together, alone):
         assert "error" not in a["run"], a["run"]
         assert _same(a["run"]["psnr"], b["run"]["psnr"]), (t.params["seed"], a["run"]["psnr"], b["run"]["psnr"])
-        assert a["record"]["key"] == scenario_key(t.params, "cpu")
+        assert a["record"]["key"] == scenario_key(t.params, device_name(t.params["device"]))  # the suite's device
         assert a["record"]["scenario"]["params"]["seed"] == t.params["seed"]
     assert min(r["run"]["psnr"] for r in together[:3]) >= 30  # recovered, each its own photo
     assert together[3]["run"]["psnr"] <= 10  # σ = 1 hides the photo here too
@@ -123,7 +124,8 @@ def test_only_runs_that_share_one_program_are_batched():
     assert all(isinstance(u, Task) for u in batched(Sweep(racing, [parse_axis("dp_sigma=1e-4,1", racing)],
                                                           seeds=2).tasks(), 8))
     assert Sweep(base, [parse_axis("dp_sigma=1e-4..1:8", base)], seeds=3, workers=2).batch_size(27) == 5  # 3 reports each
-    assert Sweep(base, [parse_axis("dp_sigma=1e-4..1:8", base)], seeds=16, workers=1).batch_size(144) == 8  # the CPU's cap
+    on_cpu = from_preset("dlg", {**SMALL, "device": "cpu"})  # the CPU's cap (a GPU's is larger)
+    assert Sweep(on_cpu, [parse_axis("dp_sigma=1e-4..1:8", on_cpu)], seeds=16, workers=1).batch_size(144) == 8
 
 
 def test_a_batched_sweep_scores_every_point_and_records_each_run(tmp_path):
