@@ -24,7 +24,8 @@ from torch.func import grad_and_value, vmap
 from ..threat import Knowledge, Observation, Step
 from .compiled import COMPILING, compile_objective, wanted
 from .gradients import cosine_distance, model_gradients, total_variation
-from .invgrad import racing_signed_adam, signed_adam, signed_adam_trials, trials_objective
+from .invgrad import (graph_note, graphed_on_gpu, racing_signed_adam, scalar_objective, signed_adam_trials,
+                      trials_objective)
 from .racing import functional_gradients, trial_model
 from .rounds import Round, first_epoch, prepare_rounds
 
@@ -173,13 +174,12 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                     g_v, value = grad_and_value(lambda u: prob.loss(u, own_labels[e], members, gammas, by_epoch[e],
                                                                     functional=True))(v.detach())
                     return value, g_v
-                losses = signed_adam_trials(value_and_grad, xe, pre, p["lr"])
             else:
-                losses = signed_adam(lambda v: prob.loss(v, own_labels[e], members, gammas, by_epoch[e]), xe, pre,
-                                     p["lr"])
-            for loss in losses:
+                value_and_grad = scalar_objective(lambda v: prob.loss(v, own_labels[e], members, gammas, by_epoch[e]))
+            value_and_grad = graphed_on_gpu(value_and_grad, device)
+            for i, loss in enumerate(signed_adam_trials(value_and_grad, xe, pre, p["lr"]), 1):
                 done += 1
-                yield Step(done, total, loss, xe.detach(), shown, note)
+                yield Step(done, total, loss, xe.detach(), shown, note or graph_note(value_and_grad, i))
                 note = None
             pre_images.append(xe.detach().clone())
         # 2. match every epoch's images to the slots, through the epoch before it
@@ -224,6 +224,8 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     xs, note = torch.stack(starts), None
     if compiling:
         value_and_grad, note = compile_objective(value_and_grad, xs)
+    else:
+        value_and_grad = graphed_on_gpu(value_and_grad, device)
     yield from racing_signed_adam(value_and_grad, xs, p["iterations"], p["lr"], labels.tolist(),
                                   done, total, matching, note)
 

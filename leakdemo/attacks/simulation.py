@@ -14,7 +14,7 @@ import torch
 
 from ..threat import Knowledge, Observation, Step
 from .gradients import cosine_distance, model_gradients, total_variation
-from .invgrad import signed_adam
+from .invgrad import graph_note, graphed_on_gpu, scalar_objective, signed_adam_trials
 from .rounds import first_epoch, prepare_rounds, slots_knowledge
 
 
@@ -40,7 +40,7 @@ def invgrad_fedavg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator
     slots = slots_knowledge(kn, rounds)
     labels = torch.tensor([c for r in rounds for c in sorted(r.labels)], device=device)
     g = torch.Generator().manual_seed(p["seed"] * 1000 + 31)  # the same start as AGIC: comparisons isolate the method
-    x = torch.rand((slots.batch_size, *kn.input_shape), generator=g).to(device).requires_grad_(True)
+    x = torch.rand((slots.batch_size, *kn.input_shape), generator=g).to(device)
 
     def objective(v):
         loss = 0.0
@@ -53,8 +53,9 @@ def invgrad_fedavg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator
 
     total, shown = p["iterations"], labels.tolist()  # read once: the steps below never wait for the device
     yield Step(0, total, float("nan"), x.detach(), shown)
+    # every evaluation differentiates through all T local steps, one small launch after another: a GPU replays it
+    value_and_grad = graphed_on_gpu(scalar_objective(objective), device)
     done = 0
-    for loss in signed_adam(objective, x, total, p["lr"]):
-        done += 1
-        yield Step(done, total, loss, x.detach(), shown)
-    yield Step(done, total, float(objective(x).detach()), x.detach(), shown, final=True)
+    for done, loss in enumerate(signed_adam_trials(value_and_grad, x, total, p["lr"]), 1):
+        yield Step(done, total, loss, x.detach(), shown, graph_note(value_and_grad, done))
+    yield Step(done, total, float(value_and_grad(x)[0]), x.detach(), shown, final=True)
