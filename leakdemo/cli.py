@@ -487,7 +487,7 @@ def cmd_bench(args) -> int:
                 rows.append(r)
                 print(f"{name:<{w}}{r['images'][:21]:<22}" + (f"{where:<{dev_col}}" if side_by_side else "")
                       + f"{_fmt(r['first_frame_s'], '.2f'):>14}{r['it_per_s']:>8.1f}"
-                      f"{_fmt(r['to_20db_s']):>12}{_fmt(r['to_30db_s']):>12}{r['psnr']:>10.1f}{'-' if r['lpips'] is None else small_figure(r['lpips']):>8}{r['wall_s']:>9.1f}"
+                      f"{_fmt(r['to_20db_s'], '.2f'):>12}{_fmt(r['to_30db_s'], '.2f'):>12}{r['psnr']:>10.1f}{'-' if r['lpips'] is None else small_figure(r['lpips']):>8}{r['wall_s']:>9.1f}"
                       + ("" if r["matching_rate"] is None else f"   matching {r['matching_rate']:.0%}")
                       + ("" if r["attack_accuracy"] is None else f"   attack accuracy {r['attack_accuracy']:.2f}")
                       + ("" if r["baseline_attack_accuracy"] is None else f" (TBI {r['baseline_attack_accuracy']:.2f})")
@@ -502,7 +502,7 @@ def cmd_bench(args) -> int:
             medians[where] = statistics.median(t30) if t30 else None
             if len(row_images[name]) > 1:
                 print(f"{'':<{w}}{'median':<22}" + (f"{where:<{dev_col}}" if side_by_side else "")
-                      + f"{'':>14}{'':>8}{'':>12}{_fmt(medians[where]):>12}"
+                      + f"{'':>14}{'':>8}{'':>12}{_fmt(medians[where], '.2f'):>12}"
                       f"{statistics.median(r['psnr'] for r in runs):>10.1f}   "
                       f"({sum(r['psnr'] >= 30 for r in runs)}/{len(runs)} reach 30 dB)")
         if medians.get("cpu") and medians.get("cuda"):

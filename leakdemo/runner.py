@@ -18,7 +18,8 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from . import cancel, catalog, metrics
+from . import cancel, catalog, metrics, milestones
+from .crossings import Held
 from .device import device_name, resolve_device
 from .errors import LeakdemoError
 from .events import Failed, Finished, Progress, Started, Thinned
@@ -172,6 +173,12 @@ class Run:
         # into the history, so that PLI's accuracy curve has a point at each communication round)
         chain = _prepend(first, steps)
         steady = None  # (iteration, seconds) at the first step taken: the ETA's rate starts there
+        # the milestones still ahead, and the unscored steps since the last scored frame, so that a frame that
+        # crossed one is traced back to the step that did (crossings.py); where a point carries checks or a
+        # verdict as well, the history keeps only scored frames
+        plain = truth.checks is None and truth.judge is None
+        ahead = [milestones.RECOGNISABLE_DB, milestones.RECOVERED_DB] if plain else []
+        held = Held()
         while True:
             try:  # one step at a time under this run's stop event (never across a yield: see cancel.py)
                 with cancel.watching(self._stop):
@@ -196,6 +203,8 @@ class Run:
             interval = max(EVAL_INTERVAL, 8 * eval_cost)  # scoring takes at most ~1/9 of the time
             mark = bool(step.note) or step.stage != stage  # a point every curve keeps
             if not (mark or now - last_eval >= interval or step.iteration in (0, step.total) or last_eval < 0):
+                if ahead:
+                    held.offer(step, now)
                 continue
             last_eval, stage = now, step.stage
             t_eval = time.perf_counter()
@@ -207,6 +216,14 @@ class Run:
             eta = _eta(step, steady, now)
             order = torch.as_tensor(sc["order"])
             images = to_hwc(step.images[order.to(step.images.device)])
+            if ahead:
+                crossed = [db for db in ahead if sc["psnr"] >= db]
+                for kept, kept_sc in _crossing_steps(held, crossed, truth_images):
+                    for k, v in (("iteration", kept.iteration), ("seconds", kept.seconds), ("loss", float(kept.loss)),
+                                 ("psnr", kept_sc["psnr"]), ("ssim", kept_sc["ssim"])):
+                        history[k].offer(v, force=True)
+                ahead = [db for db in ahead if db not in crossed]
+                held.clear()
             for k, v in (("iteration", step.iteration), ("seconds", now), ("loss", float(step.loss)),
                          ("psnr", sc["psnr"]), ("ssim", sc["ssim"]), *checks.items()):
                 history[k].offer(v, force=mark)
@@ -257,6 +274,16 @@ class Run:
             result["matching"] = matching
         yield Finished(status, result, images, round(seconds, 3), last.iteration,
                        {k: v.items for k, v in history.items()}, _baseline(last))
+
+
+def _crossing_steps(held: Held, crossed: list[float], truth_images: torch.Tensor) -> list[tuple]:
+    """(kept step, its score) for each unscored step where the PSNR crossed a milestone in `crossed`."""
+    scores = {}
+
+    def psnr_of(kept) -> float:
+        scores[id(kept)] = metrics.score(kept.images, _truth_for(kept, truth_images), aligned=kept.aligned)
+        return scores[id(kept)]["psnr"]
+    return [(kept, scores[id(kept)]) for kept in held.crossings(crossed, psnr_of)] if crossed else []
 
 
 def _matching(report: dict, truth) -> dict:

@@ -37,6 +37,45 @@ def test_same_scenario_same_numbers(tiny):
     assert np.array_equal(a.images, b.images)
 
 
+def test_a_milestone_is_timed_at_the_step_that_crossed_it(monkeypatch, tiny):
+    """Scored every step, and scored only at its first and last steps, the same run (CPU: the same numbers) puts
+    20 and 30 dB at the same iteration: the unscored steps are traced back, not rounded up to the next frame."""
+    from leakdemo import milestones, runner
+
+    s = from_preset("dlg", {**tiny, "iterations": 40, "device": "cpu"})
+    monkeypatch.setattr(runner, "EVAL_INTERVAL", 0.0)
+    every = list(Run(s).events())[-1].history
+    monkeypatch.setattr(runner, "EVAL_INTERVAL", 1e9)
+    sparse = list(Run(s).events())[-1].history
+    assert len(every["psnr"]) == 40 and len(sparse["psnr"]) <= 5  # iterations 0 and 40, and the crossings
+    for db in (milestones.RECOGNISABLE_DB, milestones.RECOVERED_DB):
+        first = next(i for i, p in zip(every["iteration"], every["psnr"]) if p >= db)
+        assert 0 < first < 40 and milestones.reached(sparse, db)[1] == first
+    assert sparse["seconds"] == sorted(sparse["seconds"]) and sparse["iteration"] == sorted(sparse["iteration"])
+    assert len({len(v) for v in sparse.values()}) == 1  # every curve has every point
+
+
+def test_the_crossing_steps_are_found_by_bisection_each_scored_once():
+    from types import SimpleNamespace
+
+    from leakdemo.crossings import Held
+
+    held, x = Held(), torch.zeros(1, 1, 2, 2)
+    for i in range(6):
+        x.fill_(i)  # an attack moves its estimate in place: each kept step holds its own copy
+        held.offer(SimpleNamespace(iteration=i + 1, loss=1.0, images=x, sample_ids=None, aligned=False), 0.1 * i)
+    assert [float(k.images.max()) for k in held.items] == [0, 1, 2, 3, 4, 5]
+    psnrs, asked = [5, 12, 25, 18, 31, 40], []
+
+    def psnr_of(kept):
+        asked.append(kept.iteration)
+        return psnrs[kept.iteration - 1]
+    found = held.crossings([20.0, 30.0], psnr_of)
+    assert [k.iteration for k in found] == [3, 5]  # 12 → 25 and 18 → 31: a step below, then one at or above
+    assert len(asked) == len(set(asked)) < 6
+    assert held.crossings([50.0], lambda kept: psnrs[kept.iteration - 1]) == []  # the scored frame crossed it
+
+
 def test_stop_from_another_thread_keeps_the_partial_result():
     run = Run(from_preset("invgrad", {"iterations": 20000, "image_size": 16}))
     seen, stop_at = [], {}
