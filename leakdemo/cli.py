@@ -722,10 +722,17 @@ def _sweep_json(ev) -> dict:
 
 
 def cmd_record_gallery(args) -> int:
-    from .gallery import GALLERY, record, record_sweeps
+    from .gallery import GALLERY, record, record_showcases, record_sweeps
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    path = (record_sweeps(args.out or GALLERY, progress, missing=args.missing) if args.sweeps_only or args.missing
-            else record(args.out or GALLERY, progress=progress))
+    if args.showcases_only and (args.sweeps_only or args.missing):
+        raise LeakdemoError("--showcases-only records the showcases alone and keeps the sweeps' runs; "
+                            "leave out --sweeps-only and --missing")
+    if args.showcases_only:
+        path = record_showcases(args.out or GALLERY, progress)
+    elif args.sweeps_only or args.missing:
+        path = record_sweeps(args.out or GALLERY, progress, missing=args.missing)
+    else:
+        path = record(args.out or GALLERY, progress=progress)
     print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
     return 0
 
@@ -811,6 +818,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", metavar="FILE", help="write them here instead")
     p.add_argument("--sweeps-only", dest="sweeps_only", action="store_true",
                    help="keep the gallery's showcases, record the built-in sweeps' runs anew")
+    p.add_argument("--showcases-only", dest="showcases_only", action="store_true",
+                   help="keep the gallery's sweeps, record the showcases anew (the presenter's and Compare's "
+                        "recorded runs)")
     p.add_argument("--missing", action="store_true",
                    help="keep every recorded run; record only the built-in sweeps' runs the gallery lacks "
                         "(a new sweep), leaving the others' charts as shipped")

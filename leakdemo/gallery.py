@@ -2,8 +2,9 @@
 so the Compare page can replay them at once on a fresh install, offline, before anything has run — and the
 runs of every built-in sweep, so the Trade-offs page and the presenter draw each one's chart at once too.
 
-`python -m leakdemo record-gallery` records them again; `--sweeps-only` renews the sweeps alone, and
-`--missing` adds only the runs the gallery lacks (a new built-in sweep)."""
+`python -m leakdemo record-gallery` records them again; `--sweeps-only` renews the sweeps alone,
+`--showcases-only` the showcases alone, and `--missing` adds only the runs the gallery lacks (a new built-in
+sweep)."""
 from __future__ import annotations
 
 import os
@@ -91,13 +92,20 @@ def _gallery_or_none():
 def record(path: str = GALLERY, progress=print) -> str:
     """Run every showcase and every sweep of GALLERY_SWEEPS afresh into a new store, compacted into `path`
     (replacing it only at the end)."""
-    from .runner import Run
-    from .scenario import from_preset
     from .store import RunStore
     folder = os.path.dirname(os.path.abspath(path))
     tmp = tempfile.mkdtemp(prefix="gallery-", dir=folder)
     work = os.path.join(tmp, "gallery.sqlite")
     store = RunStore(work)
+    _record_showcases(store, progress)
+    _record_sweeps(store, progress)
+    return _compact(work, path, tmp)
+
+
+def _record_showcases(store, progress) -> None:
+    """Every showcase into `store`, which must be new: its runs get the ids 1, 2, … that scenes g1, g2, … name."""
+    from .runner import Run
+    from .scenario import from_preset
     for i, show in enumerate(SHOWCASES, 1):
         sc = from_preset(show.preset, show.overrides)
         run = Run(sc, store=store, fresh=True, source="gallery")
@@ -108,7 +116,32 @@ def record(path: str = GALLERY, progress=print) -> str:
             raise LeakdemoError(f"showcase {show.preset} did not finish: {getattr(last, 'message', last)}")
         progress(f"[{i}/{len(SHOWCASES)}] {show.preset}: {show.why} — PSNR {last.metrics['psnr']:.1f} dB "
                  f"in {last.seconds:.0f} s")
-    _record_sweeps(store, progress)
+
+
+def record_showcases(path: str = GALLERY, progress=print, source: str = GALLERY) -> str:
+    """The gallery at `source` with its showcases recorded anew, written to `path`; the sweeps' runs stay as
+    they are (their charts as shipped). The new runs take the old ones' ids, 1 to len(SHOWCASES)."""
+    import shutil
+
+    from .store import RunStore
+    tmp = tempfile.mkdtemp(prefix="gallery-", dir=os.path.dirname(os.path.abspath(path)))
+    fresh, work = os.path.join(tmp, "showcases.sqlite"), os.path.join(tmp, "gallery.sqlite")
+    _record_showcases(RunStore(fresh), progress)
+    shutil.copyfile(source, work)
+    conn = sqlite3.connect(work)
+    try:
+        conn.execute("ATTACH DATABASE ? AS fresh", (fresh,))
+        with conn:
+            conn.execute("DELETE FROM images WHERE run_id IN (SELECT id FROM runs WHERE source = 'gallery')")
+            conn.execute("DELETE FROM runs WHERE source = 'gallery'")
+            conn.execute("INSERT INTO runs SELECT * FROM fresh.runs")
+            conn.execute("INSERT INTO images SELECT * FROM fresh.images")
+        conn.execute("DETACH DATABASE fresh")
+    finally:
+        conn.close()
+    for name in os.listdir(tmp):  # the fresh store and its journal files: _compact keeps only the gallery
+        if name.startswith("showcases.sqlite"):
+            os.remove(os.path.join(tmp, name))
     return _compact(work, path, tmp)
 
 

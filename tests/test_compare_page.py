@@ -123,6 +123,36 @@ def test_recording_the_sweeps_again_keeps_the_showcases(tmp_path, monkeypatch):
     assert len(showcase_rows(g)) == len(SHOWCASES)
 
 
+def test_recording_the_showcases_again_keeps_the_sweeps_and_the_scene_numbers(tmp_path, monkeypatch):
+    """`record-gallery --showcases-only`: the showcases are recorded afresh under the ids their scenes name (g1 is
+    id 1), each sweep run stays as it was, with its images and utility, so the shipped charts do not move."""
+    import sqlite3
+
+    from leakdemo import gallery
+    shows = (gallery.Showcase("dlg", {"image_size": 8, "iterations": 2}, "tiny one"),
+             gallery.Showcase("dlg", {"image_size": 8, "iterations": 3, "seed": 1}, "tiny two"))
+    monkeypatch.setattr(gallery, "SHOWCASES", shows)
+    out = str(tmp_path / "gallery.sqlite")
+    gallery.record_showcases(out, progress=lambda line: None)
+
+    def content(path, where):
+        with sqlite3.connect(path) as conn:
+            runs = conn.execute(f"SELECT id, key, created, psnr, finished, history FROM runs WHERE {where} "
+                                "ORDER BY id").fetchall()
+            images = conn.execute(f"SELECT run_id, kind, idx, png FROM images WHERE run_id IN (SELECT id FROM runs "
+                                  f"WHERE {where}) ORDER BY run_id, kind, idx").fetchall()
+            cache = conn.execute("SELECT * FROM cache ORDER BY kind, key").fetchall()
+        return runs, images, cache
+    assert content(out, "source = 'sweep'") == content(GALLERY, "source = 'sweep'")
+    runs, images, _ = content(out, "source = 'gallery'")
+    assert [r[0] for r in runs] == [1, 2] and all(r[2] > content(GALLERY, "id = 1")[0][0][2] for r in runs)
+    assert {kind for _, kind, _, _ in images} >= {"originals", "final", "keyframe"}
+    g = RunStore(out, read_only=True, any_version=True)
+    assert [r["id"] for r in showcase_rows(g)] == [1, 2] and gallery.showcase_why(showcase_rows(g)[1]) == "Tiny two"
+    assert g.load(2).scenario["params"]["iterations"] == 3 and g.load(2).keyframes
+    assert not [f for f in os.listdir(tmp_path) if f != "gallery.sqlite"]  # nothing left behind
+
+
 def test_recording_only_what_the_gallery_lacks_keeps_every_recorded_run(tmp_path, monkeypatch):
     """`record-gallery --missing`, for a new built-in sweep: the runs already recorded stay as they are (the
     shipped charts do not move), a run the new sweep shares with them is not computed again, and only its other
