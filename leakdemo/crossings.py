@@ -42,7 +42,7 @@ class Held:
         self.items.append(Kept(step.iteration, seconds, loss, images, step.sample_ids, step.aligned))
         self.bytes += images.numel() * images.element_size()
         if self.bytes > MAX_BYTES and len(self.items) > 1:
-            self.items = self.items[1::2]  # keeps the newest
+            self.items = self.items[::-2][::-1]  # every other one, counted back from the newest (kept)
             self.bytes = sum(kept.images.numel() * kept.images.element_size() for kept in self.items)
 
     def clear(self) -> None:
@@ -50,7 +50,7 @@ class Held:
 
     def crossings(self, thresholds: list[float], psnr_of: Callable[[Kept], float]) -> list[Kept]:
         """For each threshold the frame just scored reached (and the one scored before it had not), the
-        kept step where the PSNR crossed it — None where the frame just scored is that step. `psnr_of(item)`
+        kept step where the PSNR crossed it — nothing where the frame just scored is that step. `psnr_of(kept)`
         scores a kept step; each is scored at most once. Returns the steps found, oldest first, no repeats."""
         known: dict[int, float] = {}
 

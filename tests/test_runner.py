@@ -55,9 +55,10 @@ def test_a_milestone_is_timed_at_the_step_that_crossed_it(monkeypatch, tiny):
     assert len({len(v) for v in sparse.values()}) == 1  # every curve has every point
 
 
-def test_the_crossing_steps_are_found_by_bisection_each_scored_once():
+def test_the_crossing_steps_are_found_by_bisection_each_scored_once(monkeypatch):
     from types import SimpleNamespace
 
+    from leakdemo import crossings
     from leakdemo.crossings import Held
 
     held, x = Held(), torch.zeros(1, 1, 2, 2)
@@ -74,6 +75,11 @@ def test_the_crossing_steps_are_found_by_bisection_each_scored_once():
     assert [k.iteration for k in found] == [3, 5]  # 12 → 25 and 18 → 31: a step below, then one at or above
     assert len(asked) == len(set(asked)) < 6
     assert held.crossings([50.0], lambda kept: psnrs[kept.iteration - 1]) == []  # the scored frame crossed it
+    monkeypatch.setattr(crossings, "MAX_BYTES", 4 * x.numel() * x.element_size())  # room for four steps
+    for i in range(6, 9):
+        held.offer(SimpleNamespace(iteration=i + 1, loss=1.0, images=x, sample_ids=None, aligned=False), 0.1 * i)
+    # 7 steps thinned to 1 3 5 7, then 1 3 5 7 8 to 1 5 8: every other one, counted back from the newest
+    assert [k.iteration for k in held.items] == [1, 5, 8, 9] and held.bytes == 4 * x.numel() * x.element_size()
 
 
 def test_stop_from_another_thread_keeps_the_partial_result():
