@@ -48,16 +48,17 @@ class Held:
     def clear(self) -> None:
         self.items, self.bytes = [], 0
 
-    def crossings(self, thresholds: list[float], psnr_of: Callable[[Kept], float]) -> list[Kept]:
+    def crossings(self, thresholds: list[float], score_of: Callable[[Kept], dict]) -> list[tuple[Kept, dict]]:
         """For each threshold the frame just scored reached (and the one scored before it had not), the
-        kept step where the PSNR crossed it — nothing where the frame just scored is that step. `psnr_of(kept)`
-        scores a kept step; each is scored at most once. Returns the steps found, oldest first, no repeats."""
-        known: dict[int, float] = {}
+        kept step where the PSNR crossed it — nothing where the frame just scored is that step. `score_of(kept)`
+        scores a kept step (metrics.score's dict); each is scored at most once. Returns (step, its score) for
+        the steps found, oldest first, no repeats."""
+        known: dict[int, dict] = {}
 
         def psnr(i: int) -> float:
             if i not in known:
-                known[i] = psnr_of(self.items[i])
-            return known[i]
+                known[i] = score_of(self.items[i])
+            return known[i]["psnr"]
 
         found = set()
         for db in thresholds:
@@ -70,4 +71,4 @@ class Held:
                     below = mid
             if above < len(self.items):
                 found.add(above)
-        return [self.items[i] for i in sorted(found)]
+        return [(self.items[i], known[i]) for i in sorted(found)]

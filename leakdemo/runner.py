@@ -179,6 +179,9 @@ class Run:
         plain = truth.checks is None and truth.judge is None
         ahead = [milestones.RECOGNISABLE_DB, milestones.RECOVERED_DB] if plain else []
         held = Held()
+
+        def score_kept(kept):
+            return metrics.score(kept.images, _truth_for(kept, truth_images), aligned=kept.aligned)
         while True:
             try:  # one step at a time under this run's stop event (never across a yield: see cancel.py)
                 with cancel.watching(self._stop):
@@ -218,15 +221,11 @@ class Run:
             images = to_hwc(step.images[order.to(step.images.device)])
             if ahead:
                 crossed = [db for db in ahead if sc["psnr"] >= db]
-                for kept, kept_sc in _crossing_steps(held, crossed, truth_images):
-                    for k, v in (("iteration", kept.iteration), ("seconds", kept.seconds), ("loss", float(kept.loss)),
-                                 ("psnr", kept_sc["psnr"]), ("ssim", kept_sc["ssim"])):
-                        history[k].offer(v, force=True)
+                for kept, kept_sc in held.crossings(crossed, score_kept):
+                    _offer_point(history, kept.iteration, kept.seconds, kept.loss, kept_sc, force=True)
                 ahead = [db for db in ahead if db not in crossed]
                 held.clear()
-            for k, v in (("iteration", step.iteration), ("seconds", now), ("loss", float(step.loss)),
-                         ("psnr", sc["psnr"]), ("ssim", sc["ssim"]), *checks.items()):
-                history[k].offer(v, force=mark)
+            _offer_point(history, step.iteration, now, step.loss, sc, force=mark, checks=checks)
             self.keyframes.offer((step.iteration, images))
             trials, trials_psnr = _trials(step, _truth_for(step, truth_images))
             yield Progress(step.iteration, step.total, round(now, 4), _finite(step.loss), round(sc["psnr"], 3),
@@ -276,14 +275,12 @@ class Run:
                        {k: v.items for k, v in history.items()}, _baseline(last))
 
 
-def _crossing_steps(held: Held, crossed: list[float], truth_images: torch.Tensor) -> list[tuple]:
-    """(kept step, its score) for each unscored step where the PSNR crossed a milestone in `crossed`."""
-    scores = {}
-
-    def psnr_of(kept) -> float:
-        scores[id(kept)] = metrics.score(kept.images, _truth_for(kept, truth_images), aligned=kept.aligned)
-        return scores[id(kept)]["psnr"]
-    return [(kept, scores[id(kept)]) for kept in held.crossings(crossed, psnr_of)] if crossed else []
+def _offer_point(history: dict, iteration: int, seconds: float, loss, sc: dict, force: bool,
+                 checks: dict | None = None) -> None:
+    """One scored point of the run's curves (`sc`: metrics.score's dict; checks: CAFE's errors, PLI's verdicts)."""
+    for k, v in (("iteration", iteration), ("seconds", seconds), ("loss", float(loss)), ("psnr", sc["psnr"]),
+                 ("ssim", sc["ssim"]), *(checks or {}).items()):
+        history[k].offer(v, force=force)
 
 
 def _matching(report: dict, truth) -> dict:

@@ -68,13 +68,14 @@ def test_the_crossing_steps_are_found_by_bisection_each_scored_once(monkeypatch)
     assert [float(k.images.max()) for k in held.items] == [0, 1, 2, 3, 4, 5]
     psnrs, asked = [5, 12, 25, 18, 31, 40], []
 
-    def psnr_of(kept):
+    def score_of(kept):
         asked.append(kept.iteration)
-        return psnrs[kept.iteration - 1]
-    found = held.crossings([20.0, 30.0], psnr_of)
-    assert [k.iteration for k in found] == [3, 5]  # 12 → 25 and 18 → 31: a step below, then one at or above
+        return {"psnr": psnrs[kept.iteration - 1]}
+    found = held.crossings([20.0, 30.0], score_of)
+    # 12 → 25 and 18 → 31: a step below, then one at or above
+    assert [(k.iteration, sc["psnr"]) for k, sc in found] == [(3, 25), (5, 31)]
     assert len(asked) == len(set(asked)) < 6
-    assert held.crossings([50.0], lambda kept: psnrs[kept.iteration - 1]) == []  # the scored frame crossed it
+    assert held.crossings([50.0], lambda kept: {"psnr": psnrs[kept.iteration - 1]}) == []  # the scored frame crossed it
     monkeypatch.setattr(crossings, "MAX_BYTES", 4 * x.numel() * x.element_size())  # room for four steps
     for i in range(6, 9):
         held.offer(SimpleNamespace(iteration=i + 1, loss=1.0, images=x, sample_ids=None, aligned=False), 0.1 * i)

@@ -22,10 +22,10 @@ from torch import nn
 from torch.func import grad_and_value, vmap
 
 from ..threat import Knowledge, Observation, Step
-from .compiled import COMPILING, compile_objective, wanted
+from .compiled import COMPILING, wanted
 from .gradients import cosine_distance, model_gradients, total_variation
-from .invgrad import (graph_note, graphed_on_gpu, racing_signed_adam, scalar_objective, signed_adam_trials,
-                      trials_objective)
+from .invgrad import (fastest, graph_note, graphed_on_gpu, racing_signed_adam, scalar_objective,
+                      signed_adam_trials, trials_objective)
 from .racing import functional_gradients, trial_model
 from .rounds import Round, first_epoch, prepare_rounds
 
@@ -221,11 +221,8 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
                                       lambda v: prob.loss(v, labels, members, gammas, every, functional=True),
                                       vectorised=compiling or several
                                       or (len(starts) > 1 and torch.device(device).type == "cuda"))
-    xs, note = torch.stack(starts), None
-    if compiling:
-        value_and_grad, note = compile_objective(value_and_grad, xs)
-    else:
-        value_and_grad = graphed_on_gpu(value_and_grad, device)
+    xs = torch.stack(starts)
+    value_and_grad, note = fastest(value_and_grad, xs, compiling, device)
     yield from racing_signed_adam(value_and_grad, xs, p["iterations"], p["lr"], labels.tolist(),
                                   done, total, matching, note)
 

@@ -61,6 +61,14 @@ def graphed_on_gpu(value_and_grad: ValueAndGrad, device) -> ValueAndGrad:
     return Replayed(value_and_grad, device, "the objective's evaluations") if device.type == "cuda" else value_and_grad
 
 
+def fastest(value_and_grad: ValueAndGrad, x: torch.Tensor, compiling: bool, device) -> tuple[ValueAndGrad, str | None]:
+    """The objective as the attack runs it, with the note a compile leaves: compiled when `compiling`
+    (compiled.py; on a GPU it captures its own graphs), else replayed as a CUDA graph on a GPU (graphed_on_gpu)."""
+    if compiling:
+        return compile_objective(value_and_grad, x)
+    return graphed_on_gpu(value_and_grad, device), None
+
+
 def graph_note(value_and_grad: ValueAndGrad, step: int) -> str | None:
     """Why the objective runs eagerly on a GPU after all (see graphed_on_gpu), with the step whose
     evaluation tried to capture it: the second."""
@@ -146,11 +154,7 @@ def invgrad(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
     x = torch.stack(starts).to(device)
     yield Step(0, p["iterations"], float("nan"), x[0].detach(), labels, f"{k} random starts racing" if k > 1 else None,
                stage=COMPILING if compiling else None)
-    note = None
-    if compiling:
-        value_and_grad, note = compile_objective(value_and_grad, x)
-    else:
-        value_and_grad = graphed_on_gpu(value_and_grad, device)
+    value_and_grad, note = fastest(value_and_grad, x, compiling, device)
     yield from racing_signed_adam(value_and_grad, x, p["iterations"], p["lr"], labels, note=note)
 
 
@@ -209,11 +213,7 @@ def several_runs(runs: list[tuple[Observation, Knowledge]], p: dict, seeds: list
     yield Step(0, p["iterations"], float("nan"), x.detach().flatten(0, 1).clone(), flat,
                f"{k} runs attacked at once, one start each", stage=COMPILING if compiling else None,
                losses=torch.full((k,), float("nan")))
-    note = None
-    if compiling:
-        value_and_grad, note = compile_objective(value_and_grad, x)
-    else:
-        value_and_grad = graphed_on_gpu(value_and_grad, device)
+    value_and_grad, note = fastest(value_and_grad, x, compiling, device)
     for i, loss in enumerate(signed_adam_trials(value_and_grad, x, p["iterations"], p["lr"]), 1):
         # copies: x moves on while the runs that have not taken a step yet wait
         yield Step(i, p["iterations"], loss[0], x.detach().flatten(0, 1).clone(), flat,
