@@ -11,7 +11,7 @@ from leakdemo.attacks.gradients import infer_labels, l2_distance, model_gradient
 from leakdemo.attacks.agic import _Problem
 from leakdemo.attacks.invgrad import signed_adam_trials, trial_objective, trials_objective
 from leakdemo.attacks.lbfgs import BatchedLBFGS
-from leakdemo.attacks.racing import _objective, shared_gradient_loss
+from leakdemo.attacks.racing import _objective, client_gradients_loss, shared_gradient_loss
 from leakdemo.attacks.rounds import first_epoch, prepare_rounds
 from leakdemo.errors import ParamError
 from leakdemo.events import Progress
@@ -75,6 +75,35 @@ def test_each_dlg_trial_of_a_batch_matches_that_trial_run_alone():
             alone.step()
         assert torch.allclose(alone.z[0], together.z[k], atol=1e-8), (k, (alone.z[0] - together.z[k]).abs().max())
     assert not torch.allclose(together.z[0], together.z[1])  # different starts went different ways
+
+
+def _products_per_trial(objective, z) -> float:
+    """What torch's FLOP counter sees of one evaluation (its matrix products and convolutions), per trial."""
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        objective(z)
+    return counter.get_total_flops() / z.shape[0]
+
+
+def test_a_trial_of_a_batch_costs_one_trials_arithmetic():
+    """K trials vmapped into one program do each trial's products and no more — no trial pays for the others
+    (a K × K product, a per-trial layout that costs more): the batch's extra cost on a GPU is then only how
+    well the kernels run, which the README's GPU section measures. torch's own convolutions, vmapped, fail
+    this (5 trials: 4.1 MFLOP each, one alone 2.7); the trial model's products over patches pass it."""
+    cpu = torch.device("cpu")
+    sc = from_preset("dlg", {"image_size": 16, "seed": 1})
+    obs, kn, _ = catalog.PROTOCOLS["fedsgd"].run(dict(sc.params), cpu)
+    shape, width = (1, *kn.input_shape), 3 * 16 * 16 + kn.num_classes
+    alone = _products_per_trial(_objective(shared_gradient_loss(obs, kn, cpu), None, shape, kn.num_classes, ()),
+                                torch.rand(1, width))
+    assert alone > 1e6  # the double backward through LeNet: about 2.5 MFLOP at 16 px
+    starts = _objective(shared_gradient_loss(obs, kn, cpu), None, shape, kn.num_classes, ())
+    assert _products_per_trial(starts, torch.rand(5, width)) == alone
+    sc = from_preset("dlg", {"image_size": 16, "seed": 1, "clients": 5, "data": "digits"})
+    obs, kn, _ = catalog.PROTOCOLS["fedsgd"].run(dict(sc.params), cpu)
+    loss, cases = client_gradients_loss(obs, kn, cpu)
+    clients = _objective(loss, None, shape, kn.num_classes, (), cases)
+    assert _products_per_trial(clients, torch.rand(5, width)) == alone
 
 
 def test_dlg_with_racing_starts_recovers_the_image():
