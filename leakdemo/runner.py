@@ -26,6 +26,7 @@ from .events import Failed, Finished, Progress, Started, Thinned
 from .scenario import Scenario
 
 EVAL_INTERVAL = 0.1  # seconds between scored snapshots (every step when steps are slower)
+SCORING_SPACING = 8  # ... and at least this many times what one scoring took: scoring takes at most ~1/9 of the time
 MAX_KEYFRAMES = 48  # frames kept for the progress GIF (thinned uniformly: memory stays bounded)
 MAX_HISTORY = 4000  # curve points kept (thinned uniformly)
 STOPPED_IN_SETUP = "stopped during the set-up, before the attack's first step"
@@ -203,7 +204,7 @@ class Run:
             fresh = None  # the matching travels once, with the step that made it
             if step.matching is not None and matching is None:
                 matching = fresh = _matching(step.matching, truth)
-            interval = max(EVAL_INTERVAL, 8 * eval_cost)  # scoring takes at most ~1/9 of the time
+            interval = max(EVAL_INTERVAL, SCORING_SPACING * eval_cost)
             mark = bool(step.note) or step.stage != stage  # a point every curve keeps
             if not (mark or now - last_eval >= interval or step.iteration in (0, step.total) or last_eval < 0):
                 if ahead:
