@@ -93,11 +93,11 @@ def test_a_trial_of_a_batch_costs_one_trials_arithmetic():
     cpu = torch.device("cpu")
     sc = from_preset("dlg", {"image_size": 16, "seed": 1})
     obs, kn, _ = catalog.PROTOCOLS["fedsgd"].run(dict(sc.params), cpu)
-    shape, width = (1, *kn.input_shape), 3 * 16 * 16 + kn.num_classes
-    alone = _products_per_trial(_objective(shared_gradient_loss(obs, kn, cpu), None, shape, kn.num_classes, ()),
-                                torch.rand(1, width))
-    assert alone > 1e6  # the double backward through LeNet: about 2.5 MFLOP at 16 px
+    shape = (1, *kn.input_shape)
+    width = math.prod(shape) + kn.num_classes
     starts = _objective(shared_gradient_loss(obs, kn, cpu), None, shape, kn.num_classes, ())
+    alone = _products_per_trial(starts, torch.rand(1, width))
+    assert alone > 1e6  # the double backward through LeNet: about 2.5 MFLOP at 16 px
     assert _products_per_trial(starts, torch.rand(5, width)) == alone
     sc = from_preset("dlg", {"image_size": 16, "seed": 1, "clients": 5, "data": "digits"})
     obs, kn, _ = catalog.PROTOCOLS["fedsgd"].run(dict(sc.params), cpu)
