@@ -93,16 +93,20 @@ class BatchedLBFGS:
         self.slot.copy_((self.slot + 1) % m)
         gamma = self.h_diag[:, None]
         order = (self._slots + self.slot) % m  # every slot, oldest first (empty ones are zeros: left out)
-        sy = self.SY[:, order][:, :, order]  # (K, m, m)
-        empty = (self.rho[:, order] == 0).to(g.dtype)  # (K, m)
+        # the Gram matrices in that order: one gather of (row, column) pairs from the flattened matrix, where
+        # indexing rows then columns took 3× as long on the CPU (109 → 33 µs for 4 trials, 100 pairs)
+        pairs = (order[:, None] * m + order).view(-1)
+        k = g.shape[0]
+        sy = self.SY.view(k, m * m).index_select(1, pairs).view(k, m, m)
+        yy = self.YY.view(k, m * m).index_select(1, pairs).view(k, m, m)
+        empty = (self.rho.index_select(1, order) == 0).to(g.dtype)  # (K, m)
         r = torch.triu(sy) + torch.diag_embed(empty)
         diag = torch.diagonal(sy, dim1=1, dim2=2)
-        sg, yg = prods[:, 2, :m][:, order], prods[:, 2, m:][:, order]
+        sg, yg = prods[:, 2, :m].index_select(1, order), prods[:, 2, m:].index_select(1, order)
         u = torch.linalg.solve_triangular(r, sg[..., None], upper=True)  # R⁻¹ Sᵀg
-        inner = (diag[..., None] * u + gamma[..., None] * (self.YY[:, order][:, :, order] @ u)
-                 - gamma[..., None] * yg[..., None])
+        inner = diag[..., None] * u + gamma[..., None] * (yy @ u) - gamma[..., None] * yg[..., None]
         w = torch.linalg.solve_triangular(r.transpose(1, 2), inner, upper=False)  # R⁻ᵀ((D + γYᵀY)R⁻¹Sᵀg − γYᵀg)
-        coef = torch.zeros(g.shape[0], 2 * m, dtype=g.dtype, device=g.device)
+        coef = torch.zeros(k, 2 * m, dtype=g.dtype, device=g.device)
         coef.index_copy_(1, order, w[..., 0])
         coef.index_copy_(1, order + m, -gamma * u[..., 0])
         hg = gamma * g + (coef[:, None] @ self.W)[:, 0]  # γg + S·w − γY·u
