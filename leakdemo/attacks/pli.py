@@ -24,6 +24,7 @@ from skimage import restoration
 from torch import nn
 
 from .. import identities
+from ..device import from_host
 from ..metrics import ssim
 from ..threat import Knowledge, Observation, Step
 
@@ -144,7 +145,7 @@ class InversionTrainer:
         (copies,), on the device."""
         self.net.train()
         n = z.shape[1]
-        orders = torch.stack([torch.randperm(n, generator=g) for g in self.generators]).to(z.device)
+        orders = from_host(torch.stack([torch.randperm(n, generator=g) for g in self.generators]), z.device)
         copy = torch.arange(self.copies, device=z.device)[:, None]
         total = torch.zeros(self.copies, dtype=torch.float64, device=z.device)  # on the device: no sync per batch
         for i in range(0, n, BATCH):

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import cancel
+from ..device import from_host
 
 BATCH = 32
 LR = 1e-3
@@ -69,7 +70,7 @@ class Cohort(nn.Module):
         self.train()
         n, copy = x.shape[0] if shared else x.shape[1], torch.arange(self.copies, device=x.device)[:, None]
         for _ in range(epochs):
-            order = torch.stack([torch.randperm(n, generator=g) for g in self.generators]).to(x.device)
+            order = from_host(torch.stack([torch.randperm(n, generator=g) for g in self.generators]), x.device)
             for i in range(0, n, BATCH):
                 cancel.check()  # a federation's rounds run before the attack's first frame
                 idx = order[:, i:i + BATCH]  # (K, B): each client's own batch

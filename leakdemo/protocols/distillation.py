@@ -23,6 +23,7 @@ from torch import nn
 
 from .. import cancel, identities, metrics
 from ..defenses import apply_defense
+from ..device import from_host
 from ..settings import logits_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
 from .cohort import BATCH, LR, Cohort, losses
@@ -81,7 +82,7 @@ class Learner:
     def fit(self, x: torch.Tensor, target: torch.Tensor, loss: str, epochs: int) -> None:
         self.model.train()
         for _ in range(epochs):
-            order = torch.randperm(len(x), generator=self.g).to(x.device)
+            order = from_host(torch.randperm(len(x), generator=self.g), x.device)
             for i in range(0, len(x), BATCH):
                 cancel.check()  # a federation's rounds run before the attack's first frame
                 idx = order[i:i + BATCH]

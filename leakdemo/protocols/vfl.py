@@ -25,6 +25,7 @@ from .. import cancel
 from ..cuda_graph import Replayed
 from ..data import load_dataset
 from ..defenses import apply_defense
+from ..device import from_host
 from ..models import initialise
 from ..settings import WORKER_MODEL_HELP, tile_grid, tiles
 from ..settings import vfl_check as check
@@ -152,7 +153,7 @@ class VerticalSession:
         host = idx.numpy()
         if host.ndim != 1 or len(host) == 0 or host.min() < 0 or host.max() >= self.n_samples:
             raise ValueError("query: indices must be a non-empty list of sample indices")
-        idx = idx.to(self._x.device)
+        idx = from_host(idx, self._x.device)  # a plain copy would wait for the GPU every query
         model = self._model
         if self._snapshot[0] != self.version:  # a copy per version of the weights, not per query
             self._snapshot = (self.version, [w.detach().clone() for w in model.parameters()])
@@ -201,7 +202,7 @@ def utility_curve(p: dict, model: VerticalModel, x: torch.Tensor, y: torch.Tenso
     losses = []
     for _ in range(UTILITY_STEPS):
         cancel.check()  # at 128 px these steps take tens of seconds after the attack: Stop must reach them
-        idx = torch.randperm(len(y), generator=g_data)[: p["batch_size"]].to(x.device)
+        idx = from_host(torch.randperm(len(y), generator=g_data)[: p["batch_size"]], x.device)
         loss = F.cross_entropy(m(x[idx]), y[idx])
         grads = torch.autograd.grad(loss, list(m.parameters()))
         sent = [g for s in m.worker_slices() for g in apply_defense(defense, list(grads[s]), p, g_def)]
