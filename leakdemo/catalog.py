@@ -242,6 +242,12 @@ _COMPILE_GPU = Param("compile", "choice", "auto", "evaluate the objective compil
                      "than its autograd loop on a CPU (~1.4×) and, for one start, on a GPU (H200: 79–81 against 134 "
                      "it/s). Falls back to eager, with a note, where it cannot be built", choices=("auto", "on", "off"),
                      label="Compile the objective")
+_COMPILE_IG = Param("compile", "choice", "auto", "evaluate the objective compiled by torch.compile: with racing starts "
+                    "on a CPU ~5× faster per step, but building it takes 1–4 s per run (up to a minute the first time a "
+                    "shape is seen on a machine; Stop ends it); auto = on for racing starts only: one start on a GPU "
+                    "replays its uncompiled evaluation as a CUDA graph, faster with nothing to build (H200: 1330 "
+                    "against 784 it/s), and on a CPU its build costs about what it saves. Falls back to eager, with a "
+                    "note, where it cannot be built", choices=("auto", "on", "off"), label="Compile the objective")
 
 LBFGS_EVALUATIONS = 20  # per L-BFGS step at most (attacks/lbfgs.py); large models use them all
 _LBFGS_PARAMS = (
@@ -362,7 +368,7 @@ ATTACKS = {
             _tv_weight(1e-2, IG_PAPER),
             Param("restarts", "int", 0, "extra random starts, run together as one batch (racing; the page can "
                   "show them all); the one with the lowest objective is kept", low=0, high=8, paper=IG_PAPER),
-            _COMPILE,
+            _COMPILE_IG,
         ),
         paper=IG_PAPER, protocols=("fedsgd",),
         knowledge=_GRADIENT_KNOWLEDGE + ("the labels, inferred from the last layer's gradient",),

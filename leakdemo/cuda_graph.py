@@ -6,7 +6,10 @@ stream (the warm-up torch requires before a capture), captures it on the second 
 then on: the call's arguments are copied into fixed tensors the graph reads, so `fn` must change its state
 in place (`x -= …`, `x[idx] = …`, never `self.x = x - …`) and ask the host nothing (no `.item()`, no
 branch on a tensor's value). The arguments must keep their shapes, and `fn` its branches, from call to
-call. A capture that fails leaves `fn` eager, and `note` says why (once; the caller shows it).
+call. A capture that fails is tried once more, after another eager warm-up (a first use of something inside
+a capture can fail where its second succeeds: on an H200 one run of a preset failed to capture where the same
+run on another photo had not); one that fails again leaves `fn` eager, and `note` says why (once; the caller
+shows it).
 
 The outputs of a replay are the graph's own tensors, overwritten by the next replay: `Replayed` returns
 clones unless `own_outputs` is set, for a caller that copies or uses them before calling again.
@@ -16,6 +19,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+
+CAPTURE_TRIES = 2  # a capture that fails is tried once more before the calls stay eager
 
 
 def _fixed(arg, device: torch.device):
@@ -53,11 +58,27 @@ def _clone(out):
     return out
 
 
+def capture_failed(e: Exception) -> str:
+    """The note's words for a capture that failed: the error's first line."""
+    first = str(e).strip().splitlines()[0][:160] if str(e).strip() else e.__class__.__name__
+    return f"capturing a CUDA graph failed twice ({first})"
+
+
+def said_once(holder, attr: str = "note") -> str | None:
+    """`holder`'s note on a capture that failed, cleared as it is read: a run shows it once, at the step it
+    appeared (the second, or the fourth after a retry)."""
+    note = getattr(holder, attr, None)
+    if note is not None:
+        setattr(holder, attr, None)
+    return note
+
+
 class Replayed:
     def __init__(self, fn: Callable[..., Any], device: torch.device, what: str, own_outputs: bool = False):
         self.fn, self.device, self.what, self.own_outputs = fn, device, what, own_outputs
         self.graph, self.fixed, self.out = None, None, None
         self.warmed, self.eager, self.note = False, False, None
+        self.failures = 0
 
     def __call__(self, *args):
         if self.eager:
@@ -77,9 +98,12 @@ class Replayed:
                 with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                     self.out = self.fn(*self.fixed)
             except Exception as e:  # noqa: BLE001 — a graph is a speed-up, never a requirement
-                self.eager = True
-                first = str(e).strip().splitlines()[0][:160] if str(e).strip() else e.__class__.__name__
-                self.note = f"{self.what} run eagerly: capturing a CUDA graph failed ({first})"
+                self.failures += 1
+                if self.failures < CAPTURE_TRIES:
+                    self.warmed = False  # warm up again (this call, eagerly), then capture once more
+                else:
+                    self.eager = True
+                    self.note = f"{self.what} run eagerly: {capture_failed(e)}"
                 return self.fn(*args)
             self.graph = graph
         else:

@@ -112,7 +112,7 @@ def _fedavg_like_objective(device):
 def test_a_cpu_evaluates_the_signed_adam_objectives_as_they_are():
     from leakdemo.attacks.invgrad import graph_note, graphed_on_gpu
     objective = _fedavg_like_objective("cpu")
-    assert graphed_on_gpu(objective, "cpu") is objective and graph_note(objective, 2) is None
+    assert graphed_on_gpu(objective, "cpu") is objective and graph_note(objective) is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")

@@ -208,16 +208,16 @@ def test_on_a_gpu_the_federations_step_replays_a_cuda_graph_equal_to_the_eager_s
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
-@pytest.mark.parametrize("preset, graphed", [("cafe", True), ("cafe-fake-gradients", True), ("cafe-training", False)])
-def test_on_a_gpu_each_cafe_iteration_replays_a_cuda_graph_equal_to_the_eager_iteration(preset, graphed):
+@pytest.mark.parametrize("preset", ["cafe", "cafe-fake-gradients", "cafe-training"])
+def test_on_a_gpu_each_cafe_iteration_replays_a_cuda_graph_equal_to_the_eager_iteration(preset):
     """The graphed iterations (the first eager, the second captured, then replays) give the eager run's images,
-    losses and Step I/II estimates, on a fixed model and under a defense; with gradient matching (α, ρ:
-    cafe-training) the iterations stay eager, and say nothing about it."""
+    losses and Step I/II estimates, on a fixed model, under a defense, and with gradient matching and the
+    row-space term on a model that trains meanwhile (cafe-training); no capture failed (a failure leaves a note)."""
     dev = torch.device("cuda")
     runs = []
     for graph in (True, False):
         p = dict(from_preset(preset, {**TINY, "iterations": 12}).params)
-        assert graphable(p) == graphed
+        assert graphable(p)
         obs, kn, _ = catalog.PROTOCOLS["vfl"].run(p, dev, None)
         runs.append(list(cafe(obs, kn, p, dev, graph=graph)))
     for a, b in zip(*runs):

@@ -179,7 +179,7 @@ def agic(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator[Step]:
             value_and_grad = graphed_on_gpu(value_and_grad, device)
             for i, loss in enumerate(signed_adam_trials(value_and_grad, xe, pre, p["lr"]), 1):
                 done += 1
-                yield Step(done, total, loss, xe.detach(), shown, note or graph_note(value_and_grad, i))
+                yield Step(done, total, loss, xe.detach(), shown, note or graph_note(value_and_grad))
                 note = None
             pre_images.append(xe.detach().clone())
         # 2. match every epoch's images to the slots, through the epoch before it

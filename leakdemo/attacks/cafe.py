@@ -34,7 +34,7 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
-from ..cuda_graph import Replayed
+from ..cuda_graph import Replayed, said_once
 from ..protocols.vfl import VerticalModel, fc1_index, tiles
 from ..threat import Knowledge, Observation, Step
 from .gradients import model_gradients
@@ -170,10 +170,11 @@ class RowAdam:
 
 def graphable(p: dict) -> bool:
     """Whether an iteration replays as one CUDA graph on a GPU: the single loop (the nested one changes its
-    Steps with the phase) without gradient matching (α) or the row-space term (ρ). With α (and ρ, preset
-    `cafe-training`) the capture failed on an H200 ("operation failed due to a previous error during capture",
-    likely in the eager double backward) and the run went on eagerly, so those stay eager from the start."""
-    return p["cafe_loop"] == "single" and p["gradient_weight"] == 0 and p["span_weight"] == 0
+    Steps with the phase). With gradient matching (α) and the row-space term (ρ, preset `cafe-training`, whose
+    federation trains meanwhile) too: on an H200 that iteration captured and replayed at 159 against 37 it/s
+    eagerly, the same images (a capture of it on 11-27 had failed, for a reason not seen since; one that fails
+    twice still leaves the run eager, and says so: cuda_graph.py)."""
+    return p["cafe_loop"] == "single"
 
 
 def cafe(obs: Observation, kn: Knowledge, p: dict, device, graph: bool = True) -> Iterator[Step]:
@@ -283,8 +284,8 @@ def cafe(obs: Observation, kn: Knowledge, p: dict, device, graph: bool = True) -
         lr = p["lr"] * decay ** (it / total)  # exponential: from lr down to lr × lr_decay
         if graphed is not None:
             loss = graphed(q.indices, grad_b, grad_w, real, lr)
-            if graphed.note and note is None:
-                note, graphed.note = graphed.note, None  # said once: the iterations run eagerly from here
+            if note is None:
+                note = said_once(graphed)  # the iterations run eagerly from here
         else:
             loss = update(q.indices, grad_b, grad_w, real, lr, do1, do2, do3)
         yield Step(it, total, loss, X.detach().clone(), labels(), note=note, stage=stage, internals={"V": list(V), "H": list(H)}, aligned=True)

@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 import torch
 import torch.nn.functional as F
 
+from ..cuda_graph import said_once
 from ..threat import Knowledge, Observation, Step
 from ..words import three_digits
 from .gradients import infer_labels, l2_distance, model_gradients
@@ -176,7 +177,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             else:
                 since_improved += 1
             labels = (hard if hard is not None else y.argmax(-1)).tolist()
-            graph_note = opt.opt.graph_note if isinstance(opt, _PackedLBFGS) and done == 2 else None
+            graph_note = said_once(opt.opt, "graph_note") if isinstance(opt, _PackedLBFGS) else None
             yield Step(done, total, loss, x.detach(), labels, compile_note if done == 1 else graph_note)
             if loop == "original":
                 continue

@@ -33,6 +33,7 @@ from typing import Callable
 import torch
 
 from .. import cancel
+from ..cuda_graph import CAPTURE_TRIES, capture_failed
 
 Objective = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]  # z (K, D) -> loss (K,), grad (K, D)
 
@@ -64,6 +65,7 @@ class BatchedLBFGS:
         self.graphed = graph and z.device.type == "cuda"  # whole steps as one CUDA graph (see the module)
         self.graph_note = None  # why a step is not a graph, when capturing failed
         self._graph, self._graph_iters, self._warmed = None, None, False
+        self._capture_failures = 0
 
     def restart(self, mask: torch.Tensor) -> None:
         """Forget the history of the trials in `mask` (their next step is a first step again)."""
@@ -131,9 +133,12 @@ class BatchedLBFGS:
                 with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                     self._iterate(max_iter, capturing=True)
             except Exception as e:  # noqa: BLE001 — a graph is a speed-up, never a requirement
-                self.graphed = False
-                first = str(e).strip().splitlines()[0][:160] if str(e).strip() else e.__class__.__name__
-                self.graph_note = f"L-BFGS steps run eagerly: capturing a CUDA graph failed ({first})"
+                self._capture_failures += 1
+                if self._capture_failures < CAPTURE_TRIES:
+                    self._warmed = False  # warm up again at the next step, then capture once more (cuda_graph.py)
+                else:
+                    self.graphed = False
+                    self.graph_note = f"L-BFGS steps run eagerly: {capture_failed(e)}"
                 return self._iterate(max_iter).clone()
             self._graph, self._graph_iters = graph, max_iter
         cancel.check()

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, grad_and_value, replace_all_batch_norm_modules_, vmap
 
+from ..cuda_graph import said_once
 from ..models import patch_convolutions
 from ..threat import Knowledge, Observation, Step
 from ..words import plural
@@ -261,14 +262,14 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         if each:  # every client's current estimate; the loss is their sum (a tensor: read only when scored)
             yield Step(done, total, torch.where(finite, loss, torch.zeros_like(loss)).sum(), all_images(before),
                        start_labels if read and done == 1 else all_labels(before),
-                       note if done == 1 else (opt.graph_note if done == 2 else None),
+                       note if done == 1 else said_once(opt, "graph_note"),
                        aligned=bs == 1, losses=loss)
             continue
         shown = torch.where(finite, loss, inf)
         lead = int(torch.argmin(shown))
         yield Step(done, total, float(shown[lead]), before[lead, :n_x].view(shape),
                    list(label_guess) if read and done == 1 else labels_of(before[lead]),
-                   note if done == 1 else (opt.graph_note if done == 2 else None),
+                   note if done == 1 else said_once(opt, "graph_note"),
                    trials=before[:SHOWN, :n_x].view(-1, *shape))
     fresh_note = f" ({plural(started - k, 'stalled start')} replaced)" if started > k else ""
     if each:

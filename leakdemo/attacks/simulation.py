@@ -57,5 +57,5 @@ def invgrad_fedavg(obs: Observation, kn: Knowledge, p: dict, device) -> Iterator
     value_and_grad = graphed_on_gpu(scalar_objective(objective), device)
     done = 0
     for done, loss in enumerate(signed_adam_trials(value_and_grad, x, total, p["lr"]), 1):
-        yield Step(done, total, loss, x.detach(), shown, graph_note(value_and_grad, done))
+        yield Step(done, total, loss, x.detach(), shown, graph_note(value_and_grad))
     yield Step(done, total, float(value_and_grad(x)[0]), x.detach(), shown, final=True)

@@ -195,7 +195,9 @@ def warm_runs(cuda: bool) -> list[tuple[str, dict]]:
     """The warm-up runs (preset, settings). On a GPU the presets whose first run in a process builds a compiled
     objective and captures CUDA graphs, at their own shapes: on an H200 the first run of `dlg`, `dlm-plus` and
     `invgrad` in a process took 29, 28 and 25 s, a later one 3.4, 3.5 and 1.0 s whole — the warm-up pays the
-    build instead of a class's first run. The CPU compiles nothing for one start here, so a small image warms
+    build instead of a class's first run. `invgrad` builds nothing since (one start on a GPU replays its eager
+    evaluation as a CUDA graph, faster than compiled), but its first run in a process still took 7.6 s against
+    0.8 s: the warm-up pays that too. The CPU compiles nothing for one start here, so a small image warms
     the same code (its builds come after: held_builds)."""
     if cuda:
         return [("dlg", {"iterations": 2}), ("invgrad", {"iterations": 2}), ("dlm-plus", {"iterations": 2})]
