@@ -448,6 +448,8 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     # the finished sweep's full rerun replaces the live charts; on a slow machine the old ones stay a while
     expect(page.locator(".js-plotly-plot")).to_have_count(2, timeout=60_000)
     page.get_by_text("the private image").wait_for(timeout=10_000)
+    # the strip's images arrive one after another: read it once all three are drawn (CI once read two)
+    expect(page.locator('[data-testid="stImageCaption"]').filter(has_text=re.compile(r"dB$"))).to_have_count(3, timeout=30_000)
     captions = page.locator('[data-testid="stImageCaption"]').all_inner_texts()
     strip = [c for c in captions if c.endswith("dB")]
     assert len(strip) == 3 and strip[0].startswith("no defense")
