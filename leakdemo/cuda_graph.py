@@ -100,7 +100,7 @@ class Replayed:
             except Exception as e:  # noqa: BLE001 — a graph is a speed-up, never a requirement
                 self.failures += 1
                 if self.failures < CAPTURE_TRIES:
-                    self.warmed = False  # warm up again (this call, eagerly), then capture once more
+                    self.warmed = False  # this call runs eagerly, the next warms up again, the one after captures
                 else:
                     self.eager = True
                     self.note = f"{self.what} run eagerly: {capture_failed(e)}"
