@@ -13,6 +13,12 @@ from .device import from_host
 
 Payload = list[torch.Tensor]
 
+# the defenses that draw fresh noise from the host's generator at every call: a CUDA graph would replay one
+# draw forever, so a step that applies them stays eager. The others (clipping alone, pruning, fake gradients
+# — whose candidates are drawn once per layer shape and kept —, the logit transforms) are functions of the
+# payload alone. Tested against the generator: exactly these advance it.
+DRAWS_NOISE = frozenset({"dp-gaussian", "dp-laplace", "logit-noise"})
+
 
 def clip_by_global_norm(payload: Payload, clip: float) -> Payload:
     """Scale the whole payload so its L2 norm (all tensors together) is at most `clip` (0: no clipping)."""

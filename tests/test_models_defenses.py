@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from leakdemo.defenses import apply_defense, clip_by_global_norm, prune_smallest
+from leakdemo import catalog
+from leakdemo.defenses import DRAWS_NOISE, apply_defense, clip_by_global_norm, prune_smallest
 from leakdemo.models import PATCHES_UP_TO, PatchConv2d, build_model
 from leakdemo.settings import MODELS
 
@@ -87,6 +88,20 @@ def test_prune_zeroes_the_stated_fraction_of_smallest_entries():
     kept = out[0][out[0] != 0].abs().min()
     dropped = payload()[0][out[0] == 0].abs().max()
     assert kept > dropped
+
+
+@pytest.mark.parametrize("name", sorted(catalog.DEFENSES))
+def test_exactly_the_defenses_said_to_draw_noise_advance_the_generator(name):
+    """DRAWS_NOISE keeps a federation's step eager on a GPU (a CUDA graph would replay one draw): a defense that
+    draws at every call and is missing from it would send the same noise each step; one listed that draws
+    nothing would lose its graph for no reason."""
+    params = {p.name: p.default for p in catalog.DEFENSES[name].params}
+    g = torch.Generator().manual_seed(3)
+    before = g.get_state()
+    first = apply_defense(name, payload(), params, g)
+    assert (not torch.equal(g.get_state(), before)) == (name in DRAWS_NOISE)
+    again = apply_defense(name, payload(), params, g)  # what a replayed graph would send the second time
+    assert all(torch.equal(a, b) for a, b in zip(first, again)) == (name not in DRAWS_NOISE)
 
 
 def test_no_defense_is_identity_and_copies():

@@ -193,11 +193,12 @@ ROW_SPACE = {"internal_weight": 0.0, "gradient_weight": 1.0, "span_weight": 1.0,
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
-def test_on_a_gpu_the_federations_step_replays_a_cuda_graph_equal_to_the_eager_step():
+@pytest.mark.parametrize("preset", ["cafe", "cafe-fake-gradients"])
+def test_on_a_gpu_the_federations_step_replays_a_cuda_graph_equal_to_the_eager_step(preset):
     """The server's queries (the first eager, then one captured graph replayed) send the gradients an eager
-    step computes for each batch."""
+    step computes for each batch, undefended and under fake gradients (which draw no noise per query)."""
     dev = torch.device("cuda")
-    obs, *_ = catalog.PROTOCOLS["vfl"].run(dict(from_preset("cafe", TINY).params), dev, None)
+    obs, *_ = catalog.PROTOCOLS["vfl"].run(dict(from_preset(preset, TINY).params), dev, None)
     session = obs.payload
     for batch in ([0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11], [1, 3, 5, 7, 9, 11], [23, 2, 17, 4, 12, 0]):
         q = session.query(batch)

@@ -24,7 +24,7 @@ from torch import nn
 from .. import cancel
 from ..cuda_graph import Replayed
 from ..data import load_dataset
-from ..defenses import apply_defense
+from ..defenses import DRAWS_NOISE, apply_defense
 from ..device import from_host
 from ..models import initialise
 from ..settings import WORKER_MODEL_HELP, tile_grid, tiles
@@ -125,11 +125,12 @@ class VerticalSession:
         self._snapshot: tuple[int, list[torch.Tensor]] = (-1, [])  # (version, the weights at that version)
         self.train_losses: list[torch.Tensor] = []  # the federation's own batch losses, per query (utility)
         # on a GPU the federation's step (forward, backward, uploads) replays one CUDA graph: eagerly its ~250
-        # launches took 3 ms on an H200. Not under a defense that draws noise on the host (a graph would
-        # replay the same draw); the optimiser's step, when the model trains, stays eager (it changes the
-        # weights in place, which the graph reads)
+        # launches took 3 ms on an H200. Not under a defense that draws noise on the host (DRAWS_NOISE: a graph
+        # would replay the same draw); fake gradients and pruning draw nothing and are graphed with the step.
+        # The optimiser's step, when the model trains, stays eager (it changes the weights in place, which the
+        # graph reads)
         self._step = (Replayed(self._compute, torch.device(device), "the federation's steps", own_outputs=True)
-                      if torch.device(device).type == "cuda" and p["defense"] == "none" else self._compute)
+                      if torch.device(device).type == "cuda" and p["defense"] not in DRAWS_NOISE else self._compute)
 
     @property
     def n_samples(self) -> int:
