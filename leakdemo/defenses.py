@@ -13,8 +13,8 @@ from .device import from_host
 
 Payload = list[torch.Tensor]
 
-# the defenses that draw fresh noise from the host's generator at every call: a CUDA graph would replay one
-# draw forever, so a step that applies them stays eager. The others (clipping alone, pruning, fake gradients
+# the defenses that draw fresh noise from the host's generator at every call (σ = 0 included): a CUDA graph
+# would replay one draw forever, so a step that applies them stays eager. The others (pruning, fake gradients
 # — whose candidates are drawn once per layer shape and kept —, the logit transforms) are functions of the
 # payload alone. Tested against the generator: exactly these advance it.
 DRAWS_NOISE = frozenset({"dp-gaussian", "dp-laplace", "logit-noise"})
