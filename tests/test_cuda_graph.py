@@ -1,5 +1,6 @@
-"""The capture policy of cuda_graph.Replayed, on any machine: torch's CUDA stream and graph calls are stood in
-for, so these check what Replayed decides (warm up, capture, retry once, give up with one note), not CUDA."""
+"""The capture policy of cuda_graph.Replayed, and of the training loops built on it (training_step), on any
+machine: torch's CUDA stream and graph calls are stood in for, so these check what Replayed decides (warm up,
+capture, retry once, give up with one note), not CUDA."""
 from contextlib import nullcontext
 
 import pytest
@@ -7,6 +8,7 @@ import torch
 
 from leakdemo import cuda_graph
 from leakdemo.cuda_graph import Replayed, said_once
+from leakdemo.training_step import TrainingStep
 
 
 class _Stream:
@@ -70,3 +72,51 @@ def test_a_capture_that_fails_twice_leaves_the_calls_eager_and_says_so_once(capt
     assert notes[3] == ("the steps run eagerly: capturing a CUDA graph failed twice "
                         "(operation not permitted when stream is capturing)")
     assert cuda_graph.CAPTURE_TRIES == 2
+
+
+def _training(graph_device: str):
+    """A small net, its Adam and a TrainingStep whose loss scales with its setting; batches of 8 and a short 3."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    opt = torch.optim.Adam(net.parameters(), lr=0.1, foreach=True)
+
+    def loss(scale, x):
+        return net(x).pow(2).mean(1) * {"once": 1.0, "twice": 2.0}[scale]
+    return net, opt, TrainingStep(loss, net.parameters(), opt, torch.device(graph_device), "the steps")
+
+
+BATCHES = [torch.rand(n, 4, generator=torch.Generator().manual_seed(n)) for n in (8, 8, 8, 8, 3, 3, 3, 3, 8)]
+
+
+def test_a_training_step_takes_the_step_that_backward_takes():
+    """Eagerly (a CPU), a TrainingStep's step is `loss.sum().backward(); opt.step()` to the bit, its setting
+    passed to the loss."""
+    net, opt, step = _training("cpu")
+    ref, ref_opt, _ = _training("cpu")
+    for i, x in enumerate(BATCHES):
+        scale = "twice" if i % 2 else "once"
+        got = step(x, setting=(scale,))
+        ref_opt.zero_grad()
+        want = ref(x).pow(2).mean(1) * (2.0 if i % 2 else 1.0)
+        want.sum().backward()
+        ref_opt.step()
+        assert torch.equal(got, want.detach())
+    assert step.graphs is None
+    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), ref.parameters()))
+
+
+def test_a_training_loop_whose_captures_fail_trains_eagerly_as_before_and_says_so_once(captures):
+    """On a GPU each batch shape (and setting) has its own graph; if each fails to capture twice, every step
+    is still computed, as eagerly, and the loop says so once, not once per graph."""
+    captures += [False] * 4
+    net, opt, step = _training("cuda")  # the graphs' policy only: the stand-ins above run no CUDA
+    ref, _, eager = _training("cpu")
+    notes = []
+    for x in BATCHES:
+        assert torch.equal(step(x, setting=("once",)), eager(x, setting=("once",)))
+        notes.append(said_once(step))
+    assert len(step.graphs) == 2 and all(r.eager for r in step.graphs.values()) and not captures
+    assert notes[3] == "the steps run eagerly: capturing a CUDA graph failed twice " \
+                       "(operation not permitted when stream is capturing)"
+    assert notes[:3] + notes[4:] == [None] * 8
+    assert all(torch.equal(a, b) for a, b in zip(net.parameters(), ref.parameters()))

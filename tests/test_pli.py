@@ -204,6 +204,28 @@ def test_the_clients_inversion_networks_trained_as_one_each_learn_what_they_woul
     assert (out[:, 0] - out[:, 1]).abs().max() > 0.01  # and they are different networks
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_on_a_gpu_the_inversion_networks_batches_replay_cuda_graphs_equal_to_eager_steps():
+    """PLI's training steps on a GPU (each batch's forward and backward a replayed CUDA graph, one per batch shape
+    and per prior or none) train the networks an eager run trains: the same losses and reconstructions, over
+    epochs with a short last batch, with the prior (PLI) and without (TBI); every graph captured, none failed."""
+    device = torch.device("cuda")
+    g = torch.Generator().manual_seed(0)
+    k, n, inputs, size = 3, 21, 12, 16  # batches of 16 and 5
+    z, x, prior, z_target, prior_target = (torch.rand(*shape, generator=g).to(device) for shape in (
+        (k, n, inputs), (n, 1, size, size), (n, 1, size, size), (4, inputs), (4, 1, size, size)))
+    for gamma in (0.3, 0.0):
+        graphed, eager = (InversionTrainer(inputs, size, 8, 1e-2, [5, 6, 7], device, graph=graph)
+                          for graph in (True, False))
+        for _ in range(4):  # the first eager, the second captured, then replays
+            a = graphed.epoch(z, x, prior, gamma, z_target, prior_target)
+            b = eager.epoch(z, x, prior, gamma, z_target, prior_target)
+            assert torch.allclose(a, b, rtol=1e-4), (gamma, a, b)
+        assert torch.allclose(graphed(z_target), eager(z_target), atol=1e-4)
+        assert eager.step.graphs is None and len(graphed.step.graphs) == 2  # a full batch's shape, the last one's
+        assert all(r.graph is not None for r in graphed.step.graphs.values()) and graphed.step.note is None
+
+
 @pytest.mark.parametrize("grouped", [False, True])
 def test_the_federation_s_clients_trained_as_one_each_learn_what_they_would_alone(grouped):
     """The clients of FedMD/DS-FL/FedGEMS train as one Cohort (a grouped convolution on a GPU, each copy's own
@@ -232,6 +254,37 @@ def test_the_federation_s_clients_trained_as_one_each_learn_what_they_would_alon
     assert out.shape == (k, n_public, classes)
     assert torch.allclose(out, torch.stack([a.logits(public_x) for a in alone]), atol=1e-4)
     assert (out[0] - out[1]).abs().max() > 0.01  # and they are different clients
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_on_a_gpu_the_federation_s_training_steps_replay_cuda_graphs_equal_to_eager_steps():
+    """The clients (as one Cohort) and the server train on a GPU through replayed CUDA graphs, one per loss and
+    batch shape: they end where eager training ends, on private and public sets with short last batches, under
+    each loss a scheme uses; every graph captured, none failed."""
+    device = torch.device("cuda")
+    g = torch.Generator().manual_seed(0)
+    k, n, n_public, classes, size, width = 3, 20, 45, 5, 14, 4  # batches of 32 and 13 on the public set
+    private_x, public_x, consensus = (torch.rand(*shape, generator=g).to(device) for shape in (
+        (k, n, 1, size, size), (n_public, 1, size, size), (n_public, classes)))
+    private_y, public_y = (torch.randint(classes, shape, generator=g).to(device) for shape in ((k, n), (n_public,)))
+    models = [distillation.classifier(classes, size, width, g) for _ in range(k)]
+    runs = []
+    for graph in (True, False):
+        clients = distillation.Cohort(copy.deepcopy(models), device, [11, 12, 13], graph=graph)
+        server = distillation.Learner(copy.deepcopy(models[0]), device, 14, graph=graph)
+        for _ in range(3):  # the first eager, the second captured, then replays
+            clients.fit(private_x, private_y, "ce", 1, shared=False)
+            clients.fit(public_x, consensus, "l1", 1, shared=True)
+            clients.fit(public_x, consensus.softmax(1), "soft", 1, shared=True)
+            server.fit(public_x, public_y, "ce", 1)
+            server.fit(public_x, consensus.softmax(1), "soft", 1)
+        runs.append((clients, server))
+    (graphed, graphed_server), (eager, eager_server) = runs
+    assert torch.allclose(graphed.logits(public_x), eager.logits(public_x), atol=1e-4)
+    assert torch.allclose(graphed_server.logits(public_x), eager_server.logits(public_x), atol=1e-4)
+    assert eager.step.graphs is None and len(graphed.step.graphs) == 5  # ce private; l1, soft × 32 and 13
+    for step in (graphed.step, graphed_server.step):
+        assert all(r.graph is not None for r in step.graphs.values()) and step.note is None
 
 
 def test_clients_with_private_sets_of_different_sizes_train_in_cohorts_and_answer_in_their_order():

@@ -24,9 +24,11 @@ from skimage import restoration
 from torch import nn
 
 from .. import identities
+from ..cuda_graph import said_once
 from ..device import from_host
 from ..metrics import ssim
 from ..threat import Knowledge, Observation, Step
+from ..training_step import TrainingStep
 
 BATCH = 16
 WEIGHT_DECAY = 1e-4  # the paper's
@@ -119,7 +121,7 @@ class InversionTrainer:
     initialised, shuffled and stepped exactly as it would be alone (Adam and weight decay act element by
     element, and each copy's loss reaches only its own weights)."""
 
-    def __init__(self, inputs: int, size: int, width: int, lr: float, seeds: list[int], device):
+    def __init__(self, inputs: int, size: int, width: int, lr: float, seeds: list[int], device, graph: bool = True):
         self.copies = len(seeds)
         self.net = Inverter(inputs, size, width, copies=self.copies)
         with torch.no_grad():
@@ -136,6 +138,8 @@ class InversionTrainer:
         # (a fifth of each training step), and the same numbers to the bit (fused would not be)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=lr, weight_decay=WEIGHT_DECAY, foreach=True)
         self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]  # each copy's shuffle
+        # each batch's forward and backward (~270 operations) a replayed CUDA graph on a GPU
+        self.step = TrainingStep(self._loss, self.net.parameters(), self.opt, device, "PLI's training steps", graph)
 
     def epoch(self, z, x, prior, gamma, z_target=None, prior_target=None) -> torch.Tensor:
         """One pass of every copy over its (z → x) — z (copies, N, inputs), x and prior (N, 1, S, S): MSE to the
@@ -152,20 +156,21 @@ class InversionTrainer:
             idx = orders[:, i:i + BATCH]  # (copies, b): each copy's own batch
             if idx.shape[1] < 2:  # BatchNorm needs two
                 continue
-            out = self.net(z[copy, idx].transpose(0, 1))  # (b, copies, 1, S, S)
-            loss = self._per_copy(out, x[idx].transpose(0, 1))
-            if gamma > 0:
-                loss = loss + gamma * self._per_copy(out, prior[idx].transpose(0, 1))
-            self.opt.zero_grad()
-            loss.sum().backward()  # each copy's weights get only its own loss's gradient
-            self.opt.step()
-            total += loss.detach().double() * idx.shape[1]
+            loss = self.step(z[copy, idx].transpose(0, 1), x[idx].transpose(0, 1),  # (b, copies, …)
+                             prior[idx].transpose(0, 1) if gamma > 0 else None, float(gamma))
+            total += loss.double() * idx.shape[1]
         if gamma > 0 and z_target is not None and len(z_target) > 1:
             loss = gamma * self._per_copy(self.net(self._same(z_target)), prior_target[:, None])
             self.opt.zero_grad()
             loss.sum().backward()
             self.opt.step()
         return total / n
+
+    def _loss(self, z, x, prior, gamma):
+        """A batch's loss per copy: MSE to the images, + γ·MSE to their priors when given."""
+        out = self.net(z)  # (b, copies, 1, S, S)
+        loss = self._per_copy(out, x)
+        return loss + gamma * self._per_copy(out, prior) if prior is not None else loss
 
     @staticmethod
     def _per_copy(out: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
@@ -257,8 +262,10 @@ def _run(obs: Observation, kn: Knowledge, p: dict, device, paired: bool, baselin
             # the last epoch of a round is its last frame: from here the next round's logits are in
             now = r.round + 2 if e == m - 1 and r.round + 1 < len(rounds) else r.round + 1
             internals = {"baseline": tbi(onehots)[:, 0]} if (paired and tbi is not None) else None
+            # a capture that failed twice: said once, at the epoch it happened
+            note = next((said_once(t.step) for t in (nets, tbi) if t is not None and t.step.note), None)
             yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, stage=stage(now),
-                       final=False)
+                       note=note, final=False)
     internals = {"baseline": tbi(onehots)[:, 0]} if (paired and tbi is not None) else None
     yield Step(it, total, loss, reconstruct(), aligned=True, internals=internals, final=True)
 

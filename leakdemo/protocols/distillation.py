@@ -26,6 +26,7 @@ from ..defenses import apply_defense
 from ..device import from_host
 from ..settings import logits_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
+from ..training_step import TrainingStep
 from .cohort import BATCH, LR, Cohort, losses
 
 SCHEMES = ("fedmd", "ds-fl", "fedgems")
@@ -74,10 +75,12 @@ class Learner:
     """A server's model with its own Adam optimiser and data order (so every party is reproducible); the
     clients train together as a Cohort."""
 
-    def __init__(self, model: nn.Module, device, seed: int):
+    def __init__(self, model: nn.Module, device, seed: int, graph: bool = True):
         self.model = model.to(device)
         self.opt = torch.optim.Adam(self.model.parameters(), lr=LR)
         self.g = torch.Generator().manual_seed(seed)
+        self.step = TrainingStep(self._loss, self.model.parameters(), self.opt, device, "the server's training steps",
+                                 graph)  # each batch's forward and backward a replayed CUDA graph on a GPU
 
     def fit(self, x: torch.Tensor, target: torch.Tensor, loss: str, epochs: int) -> None:
         self.model.train()
@@ -86,10 +89,10 @@ class Learner:
             for i in range(0, len(x), BATCH):
                 cancel.check()  # a federation's rounds run before the attack's first frame
                 idx = order[i:i + BATCH]
-                value = losses(self.model(x[idx]), target[idx], loss).mean()
-                self.opt.zero_grad()
-                value.backward()
-                self.opt.step()
+                self.step(x[idx], target[idx], setting=(loss,))
+
+    def _loss(self, loss: str, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return losses(self.model(x), t, loss).mean()
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:
