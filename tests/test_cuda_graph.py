@@ -120,3 +120,30 @@ def test_a_training_loop_whose_captures_fail_trains_eagerly_as_before_and_says_s
                        "(operation not permitted when stream is capturing)"
     assert notes[:3] + notes[4:] == [None] * 8
     assert all(torch.equal(a, b) for a, b in zip(net.parameters(), ref.parameters()))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("model", ["lenet", "resnet"])
+def test_on_a_gpu_the_models_warm_up_replays_cuda_graphs_equal_to_eager_steps(model, monkeypatch):
+    """FedSGD's and FedAvg's warm-up (SGD with momentum on other images; BatchNorm's statistics too with a
+    ResNet) trains on a GPU through replayed graphs to the weights eager steps reach; none failed to capture."""
+    from leakdemo import training_step
+    from leakdemo.protocols.fedsgd import make_model, warm_up
+    from leakdemo.scenario import from_preset
+
+    p = dict(from_preset("dlg", {"warmup_steps": 40, "model": model, "image_size": 16}).params)
+    made, init = [], training_step.TrainingStep.__init__
+
+    def recorded(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+    monkeypatch.setattr(training_step.TrainingStep, "__init__", recorded)
+    graphed = make_model(p).cuda()
+    warm_up(graphed, p, [], torch.device("cuda"))
+    assert made[0].graphs and all(r.graph is not None for r in made[0].graphs.values()) and made[0].note is None
+    monkeypatch.setattr(training_step.TrainingStep, "__init__",
+                        lambda self, *args, **kwargs: (init(self, *args, **kwargs), setattr(self, "graphs", None))[0])
+    eager = make_model(p).cuda()
+    warm_up(eager, p, [], torch.device("cuda"))
+    state = eager.state_dict()
+    assert all(torch.allclose(v.float(), state[k].float(), atol=1e-5) for k, v in graphed.state_dict().items())

@@ -9,10 +9,12 @@ import torch.nn.functional as F
 from .. import cancel
 from ..data import load_batch, training_pool
 from ..defenses import apply_defense
+from ..device import from_host
 from ..models import build_model
 from ..settings import MODEL_HELP, round_images
 from ..settings import fedsgd_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
+from ..training_step import TrainingStep
 
 
 def make_model(p: dict):
@@ -26,16 +28,18 @@ def warm_up(model, p: dict, exclude: list[str], device) -> None:
     if steps <= 0:
         return
     pool = training_pool(p, exclude, n=64)
+    images, labels = pool.images.to(device), pool.labels.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    # each step's forward and backward a replayed CUDA graph on a GPU, its batch drawn on the host and queued
+    step = TrainingStep(lambda x, y: F.cross_entropy(model(x), y), model.parameters(), opt, device,
+                        "the warm-up's steps")
     g = torch.Generator().manual_seed(p["seed"] + 2)
     model.train()
     for _ in range(steps):
         cancel.check()  # up to 2000 steps before the attack's first frame: Stop must reach them
-        idx = torch.randint(len(pool.labels), (min(16, len(pool.labels)),), generator=g)
-        x, y = pool.images[idx].to(device), pool.labels[idx].to(device)
-        opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
-        opt.step()
+        idx = from_host(torch.randint(len(labels), (min(16, len(labels)),), generator=g), images.device)
+        step(images[idx], labels[idx])
+    opt.zero_grad()  # the last step's gradients are no weights' business (and on a GPU, a graph's memory)
 
 
 def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, Knowledge, GroundTruth]:
