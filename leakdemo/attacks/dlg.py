@@ -33,6 +33,9 @@ HOPELESS_RATIO = 0.1  # while it creeps down (a saturated start loses ~1 %/step 
 POLISH_RATIO = 1e-3  # improvements smaller than this fraction of the loss per step -> re-scale
 POLISH_BELOW = 1e-6  # ... but only this close to convergence (earlier, let L-BFGS keep its history)
 DIVERGED = 100.0  # a loss this many times the trial's best means L-BFGS jumped away
+CRAWL_WINDOW = 50  # steps without halving the best loss, while still above STALL_RATIO of the first -> restart
+# (a start that sank into a shallow valley: 5.5 dB at 2e-4 of its first loss, still losing ~0.4 %/step at step
+# 300; below STALL_RATIO, starts held up by weak noise or pruning creep towards their floor near 40 dB: kept)
 
 
 def stalled(since_improved, best, first):
@@ -46,12 +49,20 @@ def hopeless(steps, best, first):
     return (steps >= HOPELESS_AFTER) & (best > HOPELESS_RATIO * first)
 
 
-def restart_reason(steps: int, since_improved: int, best: float, first: float) -> str | None:
+def crawling(since_halved, best, first):
+    """Creeping down a shallow valley far from the answer: no halving of the best loss in CRAWL_WINDOW steps
+    while above STALL_RATIO of its first loss."""
+    return (since_halved >= CRAWL_WINDOW) & (best > STALL_RATIO * first)
+
+
+def restart_reason(steps: int, since_improved: int, best: float, first: float, since_halved: int = 0) -> str | None:
     """Why a start should give its place to a fresh one, or None."""
     if stalled(since_improved, best, first):
         return f"stalled at loss {three_digits(best)}"
     if hopeless(steps, best, first):
         return f"still at {best / first:.0%} of its first loss after {steps} steps"
+    if crawling(since_halved, best, first):
+        return f"crawling at loss {three_digits(best)} (not halved in {since_halved} steps)"
     return None
 
 
@@ -159,6 +170,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             return scaled.detach()  # L-BFGS's tolerances must see the scaled loss
 
         first, trial_best, since_improved, prev, steps = None, math.inf, 0, None, 0
+        halved_from, since_halved = math.inf, 0  # the best loss when it last halved, and the steps since
         trial_min, trial_vars = math.inf, None
         reason = "budget"
         while done < total:
@@ -176,6 +188,10 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
                 trial_best, since_improved = loss, 0
             else:
                 since_improved += 1
+            if finite and loss <= 0.5 * halved_from:
+                halved_from, since_halved = loss, 0
+            else:
+                since_halved += 1
             labels = (hard if hard is not None else y.argmax(-1)).tolist()
             graph_note = said_once(opt.opt, "graph_note") if isinstance(opt, _PackedLBFGS) else None
             yield Step(done, total, loss, x.detach(), labels, compile_note if done == 1 else graph_note)
@@ -194,7 +210,7 @@ def gradient_matching(kn: Knowledge, p: dict, device, objective: Objective, labe
             if not finite:
                 reason = "the loss became non-finite"
                 break
-            why = restart_reason(steps, since_improved, trial_best, first)
+            why = restart_reason(steps, since_improved, trial_best, first, since_halved)
             if why is not None:
                 reason = why
                 break

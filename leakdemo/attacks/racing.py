@@ -22,7 +22,8 @@ from ..cuda_graph import said_once
 from ..models import patch_convolutions
 from ..threat import Knowledge, Observation, Step
 from ..words import plural
-from .dlg import DIVERGED, POLISH_BELOW, POLISH_RATIO, _initial_image, _initial_label_logits, hopeless, stalled
+from .dlg import (DIVERGED, POLISH_BELOW, POLISH_RATIO, _initial_image, _initial_label_logits, crawling, hopeless,
+                  stalled)
 from .gradients import soft_cross_entropy
 from .compiled import COMPILING, compile_objective, wanted
 from .lbfgs import BatchedLBFGS
@@ -217,6 +218,7 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
     answer_loss, answer_z = inf.clone(), z.clone()  # each slot's best over every start it ran
     since = torch.zeros(k, dtype=torch.long, device=device)  # steps without a 1 % improvement
     age = torch.zeros(k, dtype=torch.long, device=device)  # steps since the slot's start
+    halved_from, since_halved = inf.clone(), torch.zeros_like(since)  # the best when it last halved; steps since
     for done in range(1, total + 1):
         before = opt.z.clone()  # the optimiser's tensors change in place (a CUDA graph replays into them)
         loss = opt.step() / scale  # each trial's loss at `before`
@@ -224,6 +226,9 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         better = finite & (loss < best_loss)
         since = torch.where(finite & (loss < 0.99 * best_loss), torch.zeros_like(since), since + 1)
         age += 1
+        halved = finite & (loss <= 0.5 * halved_from)
+        halved_from = torch.where(halved, loss, halved_from)
+        since_halved = torch.where(halved, torch.zeros_like(since_halved), since_halved + 1)
         best_loss = torch.where(better, loss, best_loss)
         best_z = torch.where(better[:, None], before, best_z)
         kept = best_loss < answer_loss
@@ -242,7 +247,8 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
         prev = torch.where(diverged, nan, loss)
         # a start stuck far from zero (sigmoid saturation, typically) gives its slot to a fresh start, as the
         # sequential loop restarts; its best stays on record
-        given_up = stalled(since, best_loss, first) | hopeless(age, best_loss, first)  # the sequential loop's rule
+        given_up = (stalled(since, best_loss, first) | hopeless(age, best_loss, first)  # the sequential loop's rules
+                    | crawling(since_halved, best_loss, first))
         # the host syncs of the step: which slots stalled, and which trial leads, for the page
         redo = given_up.nonzero().flatten().tolist()
         if redo:
@@ -256,9 +262,9 @@ def racing_matching(kn: Knowledge, p: dict, device, loss: TrialLoss, label_guess
             opt.z.index_copy_(0, torch.tensor(redo, device=device), fresh)
             opt.restart(given_up)
             scale.copy_(torch.where(given_up, torch.ones_like(scale), scale))
-            best_loss, first, prev = (torch.where(given_up, v, x)
-                                      for v, x in ((inf, best_loss), (nan, first), (nan, prev)))
-            since, age = (torch.where(given_up, torch.zeros_like(t), t) for t in (since, age))
+            best_loss, first, prev, halved_from = (torch.where(given_up, v, x) for v, x in (
+                (inf, best_loss), (nan, first), (nan, prev), (inf, halved_from)))
+            since, age, since_halved = (torch.where(given_up, torch.zeros_like(t), t) for t in (since, age, since_halved))
         if each:  # every client's current estimate; the loss is their sum (a tensor: read only when scored)
             yield Step(done, total, torch.where(finite, loss, torch.zeros_like(loss)).sum(), all_images(before),
                        start_labels if read and done == 1 else all_labels(before),
