@@ -253,10 +253,11 @@ LBFGS_EVALUATIONS = 20  # per L-BFGS step at most (attacks/lbfgs.py); large mode
 _LBFGS_PARAMS = (
     Param("iterations", "int", 300, f"L-BFGS steps (each up to {LBFGS_EVALUATIONS} function evaluations)", low=1, high=5000),
     Param("lr", "float", 1.0, "L-BFGS learning rate", low=1e-4, high=10.0, log=True, label="Learning rate"),
-    Param("restarts", "int", 3, "fresh random starts the attack may use when its loss stalls or diverges",
+    Param("restarts", "int", 3, "fresh random starts the attack may use when a start stalls, creeps down too "
+          "slowly to converge, or its loss becomes non-finite (the best estimate of every start is kept)",
           low=0, high=10),
     Param("loop", "choice", "robust", "robust = leakdemo's loop (mid-gray start, label from the gradient, "
-          "stall/divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop",
+          "stall, crawl and divergence recovery); original = the published loop, unchanged", choices=("robust", "original"), label="Loop",
           shown=(("robust", "Robust (leakdemo's)"), ("original", "Original (as published)"))),
     _COMPILE,
 )
