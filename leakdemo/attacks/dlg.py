@@ -34,8 +34,9 @@ POLISH_RATIO = 1e-3  # improvements smaller than this fraction of the loss per s
 POLISH_BELOW = 1e-6  # ... but only this close to convergence (earlier, let L-BFGS keep its history)
 DIVERGED = 100.0  # a loss this many times the trial's best means L-BFGS jumped away
 CRAWL_WINDOW = 50  # steps without halving the best loss, while still above STALL_RATIO of the first -> restart
-# (a start that sank into a shallow valley: 5.5 dB at 2e-4 of its first loss, still losing ~0.4 %/step at step
-# 300; below STALL_RATIO, starts held up by weak noise or pruning creep towards their floor near 40 dB: kept)
+# (after warm-up, starts sank into shallow valleys at 2e-3-4e-4 of their first loss and crept on well under
+# 1 %/step to the end: 4.5-5.5 dB; below STALL_RATIO, starts held up by weak noise or pruning creep towards
+# their floor at 23-50 dB: kept)
 
 
 def stalled(since_improved, best, first):
