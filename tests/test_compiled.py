@@ -47,6 +47,22 @@ def test_when_torch_compile_fails_the_attack_runs_eagerly_and_says_so(monkeypatc
     assert events[-1].status == "finished" and events[-1].metrics["psnr"] > 30, events[-1].metrics["psnr"]
 
 
+def test_a_process_builds_the_objective_for_many_shapes_and_says_when_it_can_build_no_more(monkeypatch):
+    """A dashboard worker or a sweep meets many shapes of one objective; torch's default limit (8 builds per
+    function) left the next ones eager while the page said "compiled". Here torch's limit is set to 2 and ours
+    to 3: three shapes are built, the fourth runs eagerly and the note says why."""
+    monkeypatch.setattr(compiled, "RECOMPILE_LIMIT", 3)
+
+    def f(z):
+        return (z ** 2).sum(1), 2 * z
+    with torch._dynamo.config.patch(recompile_limit=2):  # restored after (monkeypatch would delete the setting)
+        for width in (3, 4, 5):
+            fast, note = compiled.compile_objective(f, torch.ones(2, width))
+            assert fast is not f and note.startswith("compiled the objective"), (width, note)
+        same, note = compiled.compile_objective(f, torch.ones(2, 6))
+    assert same is f and "3 shapes" in note and "runs eagerly" in note, note
+
+
 def test_compile_auto_means_racing_starts_and_gpus_only():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert not compiled.wanted({"compile": "auto"}, cpu, 1)

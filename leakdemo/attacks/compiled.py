@@ -29,6 +29,11 @@ COMPILING = ("compiling the objective (the first time for this shape on this mac
              "deep ResNet, and ~15 s more for each local step of a FedAvg update)")
 READY = "compiled the objective with torch.compile (ready from an earlier run)"  # this process built it
 AGREEMENT = 1e-3  # the compiled objective's value and gradient must match the eager one this closely (relative)
+# Builds one function may hold in a process. The racing objective is one function for DLG, iDLG, DLM and DLM+;
+# each shape (image size, batch, model, trials) is a build of it. A dashboard worker or a sweep meets many, and
+# torch's default of 8 left the ninth silently eager while the page said "compiled (ready from an earlier run)"
+# (measured: dlg, 2 racing starts, image sizes 8 to 18 in one process: from 16 on, no build and that note).
+RECOMPILE_LIMIT = 64
 
 
 # Set by `python -m leakdemo run`, a process that runs one attack and exits: on a GPU the build of one start's
@@ -114,12 +119,18 @@ def compile_objective(objective: Packed, z: torch.Tensor, cuda_graphs: bool = Tr
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache_dir(), "inductor"))
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)  # "No CUDA runtime is found" on CPUs
     cuda = z.device.type == "cuda" and cuda_graphs
+    dynamo = torch._dynamo.config
+    dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
     t0 = time.perf_counter()
     try:
         fast = torch.compile(objective, dynamic=False, mode="reduce-overhead" if cuda else None)
-        value, grad = fast(z)
+        with dynamo.patch(fail_on_recompile_limit_hit=True):  # past the limit torch runs it eagerly, unsaid
+            value, grad = fast(z)
         ref_value, ref_grad = objective(z)
         error = max(_relative_error(value, ref_value), _relative_error(grad, ref_grad))
+    except torch._dynamo.exc.FailOnRecompileLimitHit:
+        return objective, (f"this process already holds builds of the objective for {dynamo.recompile_limit} "
+                           "shapes, torch's limit; it runs eagerly")
     except Exception as e:  # noqa: BLE001 — any failure to build means: run eagerly
         first = str(e).strip().splitlines()[0][:160] if str(e).strip() else e.__class__.__name__
         return objective, f"torch.compile unavailable here ({first}); the objective runs eagerly"
