@@ -775,8 +775,22 @@ OUTPUTS = {"run": [("out", "--out", True)], "sweep": [("out", "--out", True)],
 DEVICE_HELP = "where the attack runs: auto (CUDA when present), cpu or cuda; default: the scenario's device"
 
 
+def _version() -> str:
+    """'leakdemo 0.1.0 (torch 2.14.1, Python 3.11.2)', read from the installed metadata: importing torch
+    to print a line would cost seconds."""
+    from importlib.metadata import PackageNotFoundError, version
+    from . import __version__
+    try:
+        torch = version("torch")
+    except PackageNotFoundError:
+        torch = "not installed"
+    return f"leakdemo {__version__} (torch {torch}, Python {sys.version.split()[0]})"
+
+
 def main(argv=None) -> int:
     ap = _Parser(prog="python -m leakdemo", description="leakdemo: watch federated learning leak training data.")
+    ap.add_argument("--version", action="version", version=_version(),
+                    help="print leakdemo's, torch's and Python's versions (what a bug report needs) and exit")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
     p = sub.add_parser("list", help="protocols, attacks, defenses, presets and their parameters")
     p.add_argument("what", nargs="?", metavar="SECTION_OR_NAME",

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -211,8 +212,20 @@ def test_an_unknown_option_names_its_subcommand_and_a_parameter_written_as_an_op
 
 def test_the_bare_command_prints_what_there_is_to_type():
     r = cli()
-    assert r.returncode == 2 and "usage: python -m leakdemo [-h] COMMAND" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 2 and "usage: python -m leakdemo [-h] [--version] COMMAND" in r.stdout, r.stdout + r.stderr
     assert all(f"    {c} " in r.stdout for c in ("list", "run", "sweep", "runs", "fidelity", "bench")), r.stdout
+
+
+def test_version_names_leakdemo_torch_and_python():
+    """What a bug report needs, in one line; `--version` used to be refused as a missing COMMAND."""
+    import platform
+    import torch
+    from leakdemo import __version__
+    r = cli("--version")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    torch_version = re.escape(torch.__version__.split("+")[0]) + r"(\+\S+)?"  # a wheel's metadata may keep +cu130
+    assert re.fullmatch(rf"leakdemo {re.escape(__version__)} \(torch {torch_version}, Python "
+                        rf"{re.escape(platform.python_version())}\)\n", r.stdout), r.stdout
 
 
 def test_a_preset_given_with_a_flag_gets_the_command_without_it():
