@@ -109,13 +109,44 @@ def test_a_start_that_crawls_in_a_shallow_valley_gives_way_to_a_fresh_one():
     assert restart_reason(300, 0, 6e-5 * 100, 100.0, since_halved=235) is None  # a weak defense's floor: kept
 
 
-def test_dlg_after_warm_up_leaves_a_crawling_start_for_a_fresh_one():
-    """Horse, seed 0, after 200 warm-up steps: the first start crawls (4.5 dB at the end of 300 steps when it
-    was kept); it gives way at step 136 and the next start brings the photo back far better."""
+def _scripted_loop(losses):
+    """DLG's loop (iDLG's fixed label) on an objective whose value at its n-th evaluation is losses(n), with no
+    gradient: L-BFGS stops at once each step, so the loop sees exactly that loss sequence, whatever the CPU."""
+    from torch import nn
+    from leakdemo.attacks.dlg import gradient_matching
+    from leakdemo.threat import Knowledge
+    calls = []
+
+    def objective(x, label, extras):
+        calls.append(x)
+        return losses(len(calls) - 1) + 0 * x.sum()
+    kn = Knowledge(nn.Identity(), (1, 4, 4), 10, 1, [])
+    p = {"loop": "robust", "iterations": 80, "restarts": 3, "seed": 0, "lr": 1.0, "compile": "off"}
+    return list(gradient_matching(kn, p, "cpu", objective, [3], fixed_labels=True))
+
+
+def test_the_loop_leaves_a_start_that_has_not_halved_in_50_steps_for_a_fresh_one():
+    """A start at a twentieth of its first loss after one step that then loses 1.2 % a step — never a stall,
+    never hopeless, but not halving in 50 steps — gives way at step 52, 50 steps after its last halving; one
+    that loses 1.5 % a step halves every 46 steps and is kept to the end."""
+    crawls = _scripted_loop(lambda n: 100.0 if n == 0 else 5.0 * 0.988 ** n)
+    notes = [(s.iteration, s.note) for s in crawls if s.note and RESTARTING in s.note]
+    assert notes == [(52, f"crawling at loss 2.7 (not halved in 50 steps) — {RESTARTING} (1/3)")], notes
+    assert crawls[-1].final and crawls[-1].note.endswith("(over 2 starts)")
+    converges = _scripted_loop(lambda n: 100.0 if n == 0 else 5.0 * 0.985 ** n)
+    assert [s.note for s in converges if s.note and RESTARTING in s.note] == []
+
+
+def test_dlg_after_warm_up_gives_up_its_first_start_and_brings_the_photo_back():
+    """Horse, seed 0, after 200 warm-up steps: the first start, kept, ended at 4.5 dB. It gives way to a fresh
+    start, which gets the photo back far better. Which rule ends it depends on the CPU's kernels: crawling at
+    0.213 after step 136 with AVX2 (ATEN_CPU_CAPABILITY=avx2), stalled at 44.9 with AVX-512 — the trajectory
+    after warm-up is that sensitive; the crawl rule itself is tested on a scripted loss above."""
     events = list(Run(from_preset("dlg", {"images": "horse", "seed": "0", "warmup_steps": "200",
                                           "compile": "off"})).events())
-    notes = [e.note for e in events if "crawling at loss" in (getattr(e, "note", None) or "")]
+    notes = [e.note for e in events if RESTARTING in (getattr(e, "note", None) or "")]
     assert len(notes) == 1 and notes[0].endswith(f"{RESTARTING} (1/3)"), notes
+    assert notes[0].startswith(("crawling at loss", "stalled at loss")), notes
     assert events[-1].metrics["psnr"] > 12
 
 
