@@ -164,7 +164,8 @@ def load_item(source: str, key: str, p: dict) -> tuple[np.ndarray, int, str]:
 
 
 def read_image_file(path: str) -> np.ndarray:
-    """Read an image file safely: bounded pixel count, corrupt files give a clear message."""
+    """Read an image file safely: bounded pixel count, corrupt files give a clear message; upright and in
+    8 bits as an upload is (_upright_rgb8)."""
     from PIL import Image, UnidentifiedImageError
 
     try:
@@ -172,7 +173,8 @@ def read_image_file(path: str) -> np.ndarray:
             if im.width * im.height > MAX_PIXELS:
                 raise LeakdemoError(f"images: {os.path.basename(path)} is {im.width}×{im.height} pixels; "
                                     f"at most {MAX_PIXELS:,} pixels are allowed")
-            return np.asarray(im.convert("RGB"))
+            im.load()
+            return _upright_rgb8(im)
     except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as e:
         raise LeakdemoError(f"images: cannot read {os.path.basename(path)!r} as an image ({e.__class__.__name__})") from None
 
@@ -386,7 +388,7 @@ def decode_upload(name: str, data: bytes) -> np.ndarray:
 
     Refused: empty files, non-images (also when renamed .png), other formats, truncated files, images
     over 4096 px a side or any decompression bomb (the size is read from the header, before decoding),
-    animations. 16-bit and float images are scaled to 8 bits rather than clipped to white."""
+    animations. Turned upright and scaled to 8 bits (_upright_rgb8)."""
     import io
 
     from PIL import Image, UnidentifiedImageError
@@ -405,13 +407,22 @@ def decode_upload(name: str, data: bytes) -> np.ndarray:
             if getattr(im, "n_frames", 1) > 1:
                 raise LeakdemoError(f"{name}: animated images are not accepted; upload a single frame")
             im.load()
-            return _to_rgb8(im)
+            return _upright_rgb8(im)
     except LeakdemoError:
         raise
     except Image.DecompressionBombError:
         raise LeakdemoError(f"{name}: too large to decode safely (at most {MAX_UPLOAD_SIDE} pixels a side)") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError):
         raise LeakdemoError(f"{name}: not a readable image (corrupt or not PNG/JPEG/WebP)") from None
+
+
+def _upright_rgb8(im) -> np.ndarray:
+    """The picture as it is meant to be seen, RGB uint8: a phone stores a portrait photo as a landscape
+    one with an EXIF orientation tag, which viewers obey and raw pixels do not (it was cropped and shown
+    lying on its side); 16-bit or float grayscale is scaled by its range (PIL would clip it to white)."""
+    from PIL import ImageOps
+
+    return _to_rgb8(ImageOps.exif_transpose(im))
 
 
 def _to_rgb8(im) -> np.ndarray:

@@ -97,6 +97,30 @@ def test_folder_source_and_corrupt_files(tmp_path):
         load_batch(params(data="folder", folder=str(tmp_path), images="a.png"))
 
 
+def _phone_photo(path) -> None:
+    """A portrait photo as a phone stores it: landscape pixels (left half red) and an EXIF tag saying
+    'turn 90° clockwise to show' (orientation 6), so it is meant to be seen red on top."""
+    stored = np.zeros((40, 80, 3), dtype=np.uint8)
+    stored[:, :40] = (255, 0, 0)
+    im = Image.fromarray(stored)
+    exif = im.getexif()
+    exif[0x0112] = 6
+    im.save(path, format="JPEG", quality=95, exif=exif.tobytes())
+
+
+def test_phone_photos_stand_upright_and_16_bit_scans_keep_their_greys_from_a_folder_and_an_upload(tmp_path):
+    from leakdemo.data import decode_upload
+    _phone_photo(tmp_path / "phone.jpg")
+    ramp = np.linspace(0, 65535, 64 * 64).reshape(64, 64).astype(np.uint16)
+    Image.fromarray(ramp).save(tmp_path / "scan16.png")
+    b = load_batch(params(data="folder", folder=str(tmp_path), images="phone.jpg,scan16.png", batch_size="2"))
+    red = b.images[0, 0]  # the square crop of the upright photo: red above, black below
+    assert red[:12].mean() > 0.9 and red[-12:].mean() < 0.1, "the photo was read lying on its side"
+    assert b.images[1].min() < 0.05 and 0.4 < b.images[1, 0, 16, 16] < 0.6  # a grey ramp, not a white square
+    upload = decode_upload("phone.jpg", (tmp_path / "phone.jpg").read_bytes())
+    assert upload.shape == (80, 40, 3) and upload[:30, :, 0].min() > 200 and upload[50:].max() < 40
+
+
 def test_torchvision_never_downloads(tmp_path):
     with pytest.raises(ParamError, match="^data_root: no CIFAR10 found under .*never downloads") as e:
         load_batch(params(data="torchvision", data_root=str(tmp_path), images=""))
