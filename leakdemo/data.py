@@ -200,6 +200,26 @@ def _folder_files(folder: str) -> tuple[tuple[str, tuple[str, int]], ...]:
     return tuple(out)
 
 
+def folder_fingerprint(folder: str) -> str | None:
+    """What a folder's images are now: each image file's name, size and modification time, hashed (as make
+    judges a file; reading every picture for each lookup would not scale). Runs on a folder are stored under
+    it, so a picture replaced under the same name is attacked afresh: the store replayed the old picture's
+    run. None where the folder cannot be listed (the run itself fails and says why)."""
+    import hashlib
+    try:
+        files = _folder_files(folder)
+    except ParamError:
+        return None
+    h = hashlib.sha256()
+    for rel, (path, _) in files:
+        try:
+            st = os.stat(path)
+            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        except OSError:
+            h.update(f"{rel}\0unreadable\n".encode())
+    return h.hexdigest()
+
+
 def _check_data_root(root: str) -> None:
     """What a torchvision source needs before torch opens it: a root that is a folder."""
     if not root:

@@ -89,13 +89,17 @@ ADDED_LATER = {("fedsgd", "clients"): 1, ("fedsgd", "secure_aggregation"): False
 
 
 def scenario_key(params: dict, device: str, uploads=None) -> str:
-    """What makes two runs the same: every resolved parameter, where it ran, and the uploaded pixels."""
+    """What makes two runs the same: every resolved parameter, where it ran, the uploaded pixels, and for an
+    image folder what its files are now."""
     protocol = params.get("protocol")
     spec = {"params": {k: params[k] for k in sorted(params)
                        if k != "device" and ADDED_LATER.get((protocol, k), ()) != params[k]}, "device": device}
     if uploads:
         spec["uploads"] = [(name, hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest(), list(a.shape))
                            for name, a in uploads]
+    if params.get("data") == "folder":
+        from .data import folder_fingerprint
+        spec["folder_files"] = folder_fingerprint(str(params.get("folder") or ""))
     return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -62,6 +62,23 @@ def test_uploads_are_part_of_the_key():
     assert scenario_key(params, "cpu") != scenario_key(params, "cuda")
 
 
+def test_a_folder_picture_replaced_under_its_name_is_attacked_afresh_not_replayed(tmp_path):
+    from PIL import Image
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    over = {"data": "folder", "folder": str(folder), "images": "me.png"}
+    Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(folder / "me.png")
+    first, live = _run(store, **over)
+    again, _ = _run(store, **over)
+    assert again.from_store  # the same folder as it was: replayed
+    Image.fromarray(np.full((16, 16, 3), 255, np.uint8)).save(folder / "me.png")
+    os.utime(folder / "me.png", ns=(1, 1))  # a file system keeping whole seconds could date both writes alike
+    new, events = _run(store, **over)
+    assert not new.from_store, "the old picture's run was replayed for the new picture"
+    assert live[0].originals.max() == 0 and events[0].originals.min() == 1
+
+
 def _synthetic_events(i: int):
     originals = np.random.default_rng(i).random((2, 8, 8, 3)).astype(np.float32)
     started = Started({"params": {}}, {}, originals, ["a", "b"], [0, 1], 10, "cpu", "", 0.1)
