@@ -242,17 +242,32 @@ def from_preset(name: str, overrides: Mapping[str, Any] | None = None) -> Scenar
     return resolve(load_preset(name).params, overrides, preset=name)
 
 
+MAX_SCENARIO_BYTES = 2**20  # a scenario.json is about 1 KB: a larger file is something else
+
+
 def from_file(path: str, overrides: Mapping[str, Any] | None = None) -> Scenario:
     """A scenario.json written by `run --out` (or a preset file)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            d = json.load(fh)
-    except (OSError, UnicodeDecodeError) as e:
-        raise LeakdemoError(f"scenario: cannot read {path!r} ({getattr(e, 'strerror', None) or e.__class__.__name__})"
-                            ) from None
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_SCENARIO_BYTES + 1)  # bounded: `run /dev/zero` ran out of memory
+    except OSError as e:
+        raise LeakdemoError(f"scenario: cannot read {path!r} ({e.strerror or e.__class__.__name__})") from None
+    return from_dict(scenario_json(data, repr(path)), overrides)
+
+
+def scenario_json(data: bytes, name: str) -> Any:
+    """A scenario file's bytes as JSON, or one line saying why not: over 1 MB, not UTF-8, not JSON, or nested
+    past what the parser can take (a RecursionError's traceback, in the CLI and the Lab's file box alike)."""
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise LeakdemoError(f"scenario: {name} is over 1 MB; a scenario.json, as `run --out` writes it, is about 1 KB")
+    try:
+        return json.loads(data.decode("utf-8-sig"))  # Notepad saves UTF-8 with a BOM, which json refuses
+    except UnicodeDecodeError:
+        raise LeakdemoError(f"scenario: {name} is not UTF-8 text (a scenario.json is JSON)") from None
     except json.JSONDecodeError as e:
-        raise LeakdemoError(f"scenario: {path!r} is not valid JSON ({e.msg}, line {e.lineno})") from None
-    return from_dict(d, overrides)
+        raise LeakdemoError(f"scenario: {name} is not valid JSON ({e.msg}, line {e.lineno})") from None
+    except RecursionError:
+        raise LeakdemoError(f"scenario: {name} is not a scenario (JSON nested too deeply to read)") from None
 
 
 def from_dict(d: Any, overrides: Mapping[str, Any] | None = None) -> Scenario:

@@ -164,6 +164,24 @@ def test_upload_runs_on_the_users_image(server, browser, tmp_path):
     page.close()
 
 
+def test_a_scenario_file_that_is_not_one_gets_a_line_and_one_saved_by_notepad_loads(server, browser, tmp_path):
+    deep = tmp_path / "deep.json"  # nested past the JSON parser's recursion limit: a RecursionError box
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    notepad = tmp_path / "notepad.json"  # UTF-8 with a byte-order mark, as Windows Notepad saves it
+    notepad.write_bytes(b"\xef\xbb\xbf" + json.dumps({"preset": "idlg", "params": {"iterations": 7}}).encode())
+    page = open_lab(browser, server, "preset=dlg")
+    page.get_by_text("Replay a scenario file").click()
+    box = page.locator('[data-testid="stFileUploaderDropzoneInput"]').last
+    box.set_input_files(str(deep))
+    page.get_by_text("JSON nested too deeply to read").wait_for(timeout=30_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    box.set_input_files(str(notepad))
+    page.get_by_text("Scenario loaded from file").wait_for(timeout=30_000)
+    assert page.get_by_role("spinbutton", name="Iterations", exact=True).input_value() == "7"
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_two_sessions_run_at_once(server, browser):
     pages = [open_lab(browser, server, f"preset=dlg&iterations=15&image_size=16&seed={i}") for i in (2, 3)]
     for p in pages:

@@ -174,6 +174,17 @@ def test_bad_scenario_files_give_one_line(tmp_path):
     bad.write_text("[1, 2]")
     with pytest.raises(LeakdemoError, match="'params' object.*; got a JSON array"):
         from_file(str(bad))
+    bad.write_text("[" * 100_000 + "]" * 100_000)  # past the parser's recursion limit: was a RecursionError
+    with pytest.raises(LeakdemoError, match="nested too deeply"):
+        from_file(str(bad))
+    bad.write_bytes(b" " * (2**20 + 1))  # read no further than 1 MB: `run /dev/zero` ran out of memory
+    with pytest.raises(LeakdemoError, match="is over 1 MB"):
+        from_file(str(bad))
+    bad.write_bytes('{"params": {"seed": "ü"}}'.encode("utf-16"))
+    with pytest.raises(LeakdemoError, match="is not UTF-8 text"):
+        from_file(str(bad))
+    bad.write_bytes(b"\xef\xbb\xbf" + b'{"preset": "dlg", "params": {"seed": 3}}')  # Notepad's byte-order mark
+    assert from_file(str(bad))["seed"] == 3
     bad.write_text('{"preset": "dlg", "iterations": 50}')  # written by hand, flat: the shape and what it has
     with pytest.raises(LeakdemoError, match=r'\{"preset": NAME, "params": \{NAME: VALUE, …\}\}.*got an object '
                                             r'with keys preset, iterations'):

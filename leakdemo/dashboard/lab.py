@@ -4,7 +4,6 @@ Layout and widgets only: the scenario logic is in state.py and the engine, runs 
 """
 from __future__ import annotations
 
-import json
 import mimetypes
 import re
 import threading
@@ -21,7 +20,7 @@ from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upl
 from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
-from ..scenario import format_note, from_dict, presets
+from ..scenario import format_note, from_dict, presets, scenario_json
 from ..words import fixed, plural, small_figure, three_digits
 from . import state
 from .axes import RUN_FRAME, log_axis
@@ -144,7 +143,7 @@ def _on_scenario_file() -> None:
     if f is None:
         return
     try:
-        d = json.loads(f.getvalue().decode("utf-8"))
+        d = scenario_json(f.getvalue(), f.name)
         s = from_dict(d)
         st.session_state["preset"] = s.preset if s.preset in presets() else st.session_state["preset"]
         _push_to_widgets(s)
@@ -153,7 +152,7 @@ def _on_scenario_file() -> None:
         st.session_state["loaded_warnings"] = [other_format] if other_format else []
         st.session_state["loaded_note"] = ("Scenario loaded from file: press Run attack to replay it"
                                            + ("." if other_format else " exactly."))
-    except (LeakdemoError, ValueError, UnicodeDecodeError) as e:
+    except (LeakdemoError, ValueError) as e:
         st.session_state["loaded_note"] = f"error: that file is not a leakdemo scenario ({e})"
 
 
