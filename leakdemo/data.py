@@ -439,10 +439,20 @@ def decode_upload(name: str, data: bytes) -> np.ndarray:
 def _upright_rgb8(im) -> np.ndarray:
     """The picture as it is meant to be seen, RGB uint8: a phone stores a portrait photo as a landscape
     one with an EXIF orientation tag, which viewers obey and raw pixels do not (it was cropped and shown
-    lying on its side); 16-bit or float grayscale is scaled by its range (PIL would clip it to white)."""
+    lying on its side); 16-bit or float grayscale is scaled by its range (PIL would clip it to white). A
+    damaged EXIF block says nothing about orientation, and the pixels are still good: they are kept as
+    stored (Pillow raised struct.error on one)."""
+    import warnings
+
     from PIL import ImageOps
 
-    return _to_rgb8(ImageOps.exif_transpose(im))
+    try:
+        with warnings.catch_warnings():  # "Corrupt EXIF data", once per damaged file, in the server's log
+            warnings.simplefilter("ignore")
+            im = ImageOps.exif_transpose(im)
+    except Exception:  # noqa: BLE001 — whatever a damaged tag makes Pillow raise, the picture stands as stored
+        pass
+    return _to_rgb8(im)
 
 
 def _to_rgb8(im) -> np.ndarray:

@@ -119,6 +119,16 @@ def test_phone_photos_stand_upright_and_16_bit_scans_keep_their_greys_from_a_fol
     assert b.images[1].min() < 0.05 and 0.4 < b.images[1, 0, 16, 16] < 0.6  # a grey ramp, not a white square
     upload = decode_upload("phone.jpg", (tmp_path / "phone.jpg").read_bytes())
     assert upload.shape == (80, 40, 3) and upload[:30, :, 0].min() > 200 and upload[50:].max() < 40
+    # a damaged EXIF block (cut short: Pillow raises SyntaxError at 7 bytes, struct.error at 10) tells nothing
+    # about orientation: the picture is taken as stored, not refused as unreadable, not a crash
+    im = Image.fromarray(np.zeros((20, 30, 3), dtype=np.uint8))
+    exif = im.getexif()
+    exif[0x0112] = 6
+    for cut in (7, 10):
+        damaged = tmp_path / f"damaged{cut}.png"
+        im.save(damaged, format="PNG", exif=exif.tobytes()[:cut])
+        assert decode_upload(damaged.name, damaged.read_bytes()).shape == (20, 30, 3)
+        assert load_batch(params(data="folder", folder=str(tmp_path), images=damaged.name)).names == [damaged.name]
 
 
 def test_torchvision_never_downloads(tmp_path):
