@@ -172,9 +172,17 @@ def test_a_scenario_file_that_is_not_one_gets_a_line_and_one_saved_by_notepad_lo
     page = open_lab(browser, server, "preset=dlg")
     page.get_by_text("Replay a scenario file").click()
     box = page.locator('[data-testid="stFileUploaderDropzoneInput"]').last
+    zero = tmp_path / "zero.json"  # a scenario, refused for its one bad value
+    zero.write_text(json.dumps({"preset": "dlg", "params": {"iterations": 0}}))
     box.set_input_files(str(deep))
-    page.get_by_text("JSON nested too deeply to read").wait_for(timeout=30_000)
+    alert = page.get_by_text("JSON nested too deeply to read")
+    alert.wait_for(timeout=30_000)  # the file named once, "scenario" said once: it was said three times
+    assert alert.inner_text() == "error: deep.json is not a scenario (JSON nested too deeply to read)"
     assert page.locator('[data-testid="stException"]').count() == 0
+    box.set_input_files(str(zero))
+    alert = page.get_by_text("zero.json was not loaded")
+    alert.wait_for(timeout=30_000)
+    assert alert.inner_text() == "error: zero.json was not loaded: iterations: must be an integer in [1, 5000], got 0"
     box.set_input_files(str(notepad))
     page.get_by_text("Scenario loaded from file").wait_for(timeout=30_000)
     assert page.get_by_role("spinbutton", name="Iterations", exact=True).input_value() == "7"

@@ -153,7 +153,12 @@ def _on_scenario_file() -> None:
         st.session_state["loaded_note"] = ("Scenario loaded from file: press Run attack to replay it"
                                            + ("." if other_format else " exactly."))
     except (LeakdemoError, ValueError) as e:
-        st.session_state["loaded_note"] = f"error: that file is not a leakdemo scenario ({e})"
+        # one line that names the file once: the reader's own "scenario:" prefix would say it a third time
+        # ("that file is not a leakdemo scenario (scenario: deep.json is not a scenario (…))"), and a file with
+        # one bad value is a scenario, refused for that value
+        why = str(e).removeprefix("scenario: ")
+        st.session_state["loaded_note"] = "error: " + (why if why.startswith(f.name) else
+                                                       f"{f.name} was not loaded: {why}")
 
 
 # ---------------------------------------------------------------- widgets from the catalog
