@@ -160,6 +160,7 @@ def test_upload_runs_on_the_users_image(server, browser, tmp_path):
     page.get_by_role("button", name="Run attack").click()
     page.get_by_text("Finished", exact=False).first.wait_for(timeout=120_000)
     assert "mine.png" in page.inner_text("body")
+    assert "Showing the run last started" not in page.inner_text("body")  # the uploads it shows are the ones that ran
     assert_no_traceback(page)
     page.close()
 
@@ -186,6 +187,27 @@ def test_a_scenario_file_that_is_not_one_gets_a_line_and_one_saved_by_notepad_lo
     box.set_input_files(str(notepad))
     page.get_by_text("Scenario loaded from file").wait_for(timeout=30_000)
     assert page.get_by_role("spinbutton", name="Iterations", exact=True).input_value() == "7"
+    assert_no_traceback(page)
+    page.close()
+
+
+def test_a_run_the_sidebar_has_moved_on_from_says_so_until_run_again(server, browser):
+    """Switching the attack or a setting after a run left the old run's pictures under "Finished" with the new
+    scenario's threat card and line above them, and nothing said they were the old run's."""
+    page = open_lab(browser, server, "preset=idlg&iterations=15&image_size=16")
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_text("Finished", exact=False).first.wait_for(timeout=180_000)
+    line = page.get_by_text("Showing the run last started")
+    assert line.count() == 0  # the sidebar still says what ran
+    box = page.get_by_role("spinbutton", name="Iterations", exact=True)
+    box.fill("20")
+    box.press("Enter")
+    line.wait_for(timeout=30_000)
+    assert "iDLG on FedSGD · no defense with iterations = 15: the sidebar has changed since" in line.inner_text()
+    page.get_by_role("button", name="Run attack").click()
+    line.wait_for(state="hidden", timeout=30_000)
+    page.get_by_text("Finished after 20 iterations", exact=False).first.wait_for(timeout=180_000)
+    assert line.count() == 0
     assert_no_traceback(page)
     page.close()
 

@@ -660,7 +660,8 @@ def main() -> None:
     handle = st.session_state.get("handle")
     pace = _pace(handle)
     run_buttons(scenario, problem, uploads)
-    polled(run_panel, pace)(scenario, problem, pace, handle, engine_line(run_pool()), _stoppable(handle))
+    polled(run_panel, pace)(scenario, problem, pace, handle, engine_line(run_pool()), _stoppable(handle),
+                            tuple(n for n, _ in uploads or []))
 
 
 def engine_line(pool) -> str:
@@ -737,8 +738,30 @@ def run_buttons(scenario, problem, uploads) -> None:
                    f"seed {scenario['seed']}. The link in the address bar reproduces it.")
 
 
+def shown_run_line(shown: dict, shown_files: list[str], now: dict, now_files: list[str]) -> str | None:
+    """The line over a run the sidebar has moved on from, or None while they agree. A class saw Inverting
+    Gradients' cat under "Finished", with DLM's threat card and scenario line above it, after the attack was
+    switched: nothing said the picture was the old attack's. Where the attack, protocol and defense are the same,
+    the line names the settings the shown run had ("with iterations = 300"); the Trade-offs page says as much
+    of the sweep it shows."""
+    if shown == now and shown_files == now_files:
+        return None
+    what = f"**{catalog.headline(shown)} · {catalog.defense_phrase(shown)}**"
+    if all(shown.get(k) == now.get(k) for k in ("protocol", "attack", "defense")):
+        strengths = {q.name for q in catalog.DEFENSES[shown["defense"]].params} \
+            if shown.get("defense") in catalog.DEFENSES else set()  # the defense's phrase gives them
+        words = [catalog.setting_words(shown, k, v) for k, v in shown.items()
+                 if k not in strengths and now.get(k) != v and v != ""]
+        if shown_files and shown_files != now_files:
+            words.append(f"the uploaded {', '.join(shown_files[:3])}{' …' if len(shown_files) > 3 else ''}")
+        if words:
+            what += " with " + ", ".join(words[:4]) + (f" and {len(words) - 4} more" if len(words) > 4 else "")
+    return (f"Showing the run last started, {what}: the sidebar has changed since. Press **Run attack** to run "
+            "what it says now.")
+
+
 def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: str | None = None,
-              stop_enabled: bool | None = None) -> None:
+              stop_enabled: bool | None = None, uploaded: tuple[str, ...] = ()) -> None:
     """The run itself, under Run and Stop: one fragment, the page's one refresh mechanism.
 
     The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
@@ -758,6 +781,11 @@ def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: st
         if problem is None:  # while a setting is refused, the message beside the greyed button says what to do
             st.info("Press **Run attack** to start. The reconstruction streams in here as the attack works.")
     else:
+        if scenario is not None:
+            line = shown_run_line(dict(handle.scenario.params), [n for n, _ in handle.uploads or []],
+                                  dict(scenario.params), list(uploaded))
+            if line:
+                st.caption(":material/history: " + line)
         run_view(handle.poll())
         chart_panel(handle)
     if redraw_page(handle, pace, drawn_with, engine, stop_enabled):
