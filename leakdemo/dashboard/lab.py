@@ -739,9 +739,9 @@ def run_buttons(scenario, problem, uploads) -> None:
 
 
 def shown_run_line(shown: dict, shown_files: list[str], now: dict, now_files: list[str]) -> str | None:
-    """The line over a run the sidebar has moved on from, or None while they agree. A class saw Inverting
-    Gradients' cat under "Finished", with DLM's threat card and scenario line above it, after the attack was
-    switched: nothing said the picture was the old attack's. Where the attack, protocol and defense are the same,
+    """The line over a run the sidebar has moved on from, or None while they agree. With the attack switched
+    from Inverting Gradients to DLM after a run, the cat it rebuilt stood under "Finished" below DLM's threat
+    card and scenario line, and nothing said it was the old attack's. Where the attack, protocol and defense are the same,
     the line names the settings the shown run had ("with iterations = 300"); the Trade-offs page says as much
     of the sweep it shows."""
     if shown == now and shown_files == now_files:
