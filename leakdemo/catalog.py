@@ -821,6 +821,14 @@ def defense_name(defense: str) -> str:
     return DEFENSES[defense].short if defense in DEFENSES else str(defense)
 
 
+def defense_does_nothing(p: dict) -> bool:
+    """Whether the defense, at this strength, sends the payload as it is, bit for bit: pruning 0 %, a sending
+    temperature of 1 — the undefended scenario under another name, which a sweep need not run twice. Noise of
+    σ = 0 is not counted: the payload is the same, but the defense still draws from its generator."""
+    d = p.get("defense")
+    return (d == "prune" and p.get("prune_ratio") == 0) or (d == "logit-temperature" and p.get("send_temperature") == 1)
+
+
 def defense_phrase(p: dict) -> str:
     """The defense in words, with its strength: 'Gaussian noise (noise σ = 0.01, clip norm off)', 'Magnitude
     pruning (pruned fraction = 0.5)', 'no defense' — what the threat card, the Lab's scenario line and Compare say."""

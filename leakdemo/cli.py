@@ -658,7 +658,8 @@ def cmd_sweep(args) -> int:
                 print(json.dumps(_sweep_json(ev)), flush=True)
             if isinstance(ev, SweepStarted):
                 if not args.jsonl:
-                    print(f"{title}: {len(ev.points)} points × {plural(seeds, 'seed')} × {plural(len(image_list or [1]), 'image')} = "
+                    same = f" ({sweep.same_as_undefended()})" if sweep.as_undefended else ""
+                    print(f"{title}: {len(ev.points)} points{same} × {plural(seeds, 'seed')} × {plural(len(image_list or [1]), 'image')} = "
                           f"{ev.runs} runs, {ev.cached} from the run store, backend {ev.backend}"
                           + (f"; attacked as {plural(ev.programs, 'program')} of up to {ev.batch} runs (--batch 1: "
                              f"each run alone)" if ev.batch > 1 else ""), file=sys.stderr)

@@ -367,12 +367,33 @@ class Sweep:
         combos = [{}]
         for a in self.axes:
             combos = [{**c, a.name: v} for c in combos for v in a.values]
-        points = []
+        points, self.as_undefended = [], []
         if self.base["defense"] != "none":
             points.append(Point(0, {}, undefended=True))
+        defense = catalog.DEFENSES.get(self.base["defense"])
+        strengths = {q.name for q in defense.params} if defense is not None else set()
         for c in combos:
+            if (points and points[0].undefended and catalog.defense_does_nothing({**self.base.params, **c})
+                    and all(k in strengths or self.base.params.get(k) == v for k, v in c.items())):
+                # pruning 0 %: the undefended point's run under another name, which ran it twice (a custom
+                # pruning sweep's first range, 0 to 0.999, always did); its value is said to be that point
+                self.as_undefended.append(", ".join(f"{k}={value_text(v)}" for k, v in c.items()))
+                continue
             points.append(Point(len(points), c))
+        if self.as_undefended and len(points) == 1:
+            what = " and ".join(self.as_undefended).replace(f"{self.axes[0].name}=", "") if len(self.axes) == 1 \
+                else " and ".join(self.as_undefended)
+            raise ParamError(self.axes[0].name, f"{what} {'leaves' if len(self.as_undefended) == 1 else 'leave'} "
+                                                "the payload as it is (the undefended scenario): "
+                                                "the sweep would run nothing else; sweep stronger values")
         return points
+
+    def same_as_undefended(self, run: str = "the undefended run, not run twice") -> str:
+        """'prune_ratio=0 is the undefended run, not run twice' where a swept value is that run ('' where none
+        is): the sweep's headline says it, page and command line, for the row the table has not."""
+        if not self.as_undefended:
+            return ""
+        return f"{' and '.join(self.as_undefended)} {'is' if len(self.as_undefended) == 1 else 'are'} {run}"
 
     def _point_params(self, point: Point) -> dict:
         over = {"defense": "none"} if point.undefended else dict(point.values)

@@ -264,6 +264,30 @@ def test_a_failing_point_is_a_row_and_the_sweep_goes_on():
     assert sweep.points[1].runs[0]["error"] == "batch_size: must be at most 23 for data=samples, got 30"
 
 
+def test_a_strength_that_leaves_the_payload_as_it_is_is_the_undefended_run_not_run_twice():
+    """The Trade-offs page's first range for pruning, 0 to 0.999, ran pruning 0 % beside the undefended point:
+    the same run twice (75.8 dB both), labelled "ε = ∞" once and "no formal guarantee" once."""
+    import torch
+    from leakdemo import catalog
+    from leakdemo.defenses import apply_defense
+    payload = [torch.randn(5, 3), torch.randn(7)]
+    for p in ({"defense": "prune", "prune_ratio": 0.0}, {"defense": "logit-temperature", "send_temperature": 1.0}):
+        assert catalog.defense_does_nothing(p)  # and it is so, bit for bit
+        assert all(torch.equal(a, b) for a, b in zip(apply_defense(p["defense"], payload, p, torch.Generator()), payload))
+    assert not catalog.defense_does_nothing({"defense": "prune", "prune_ratio": 0.001})
+    assert not catalog.defense_does_nothing({"defense": "dp-gaussian", "dp_sigma": 0.0, "dp_clip": 0.0})  # still draws
+    base = from_preset("dlg", {"defense": "prune", "image_size": 16, "iterations": 10})
+    sweep = Sweep(base, [parse_axis("prune_ratio=0..0.9:3", base)], seeds=2)
+    assert [p.label for p in sweep.points] == ["no defense", "prune_ratio=0.45", "prune_ratio=0.9"]
+    assert len(sweep.tasks()) == 6
+    assert sweep.same_as_undefended() == "prune_ratio=0 is the undefended run, not run twice"
+    # where another axis changes the run, pruning 0 % there is a run of its own
+    both = Sweep(base, [parse_axis("prune_ratio=0,0.5", base), parse_axis("iterations=10,20", base)])
+    assert [p.label for p in both.points] == ["no defense", "prune_ratio=0, iterations=20",
+                                              "prune_ratio=0.5, iterations=10", "prune_ratio=0.5, iterations=20"]
+    assert both.same_as_undefended() == "prune_ratio=0, iterations=10 is the undefended run, not run twice"
+
+
 @pytest.mark.parametrize("axis,images,sets,message", [
     ("batch_size=30,40", None, {}, "batch_size: must be at most 23 for data=samples, got 30"),
     ("lr=0.5,1", ["nope"], {}, "images: unknown samples item 'nope'"),
@@ -273,6 +297,9 @@ def test_a_failing_point_is_a_row_and_the_sweep_goes_on():
     # a parameter the scenario never reads: every point ran alike
     ("tv_dataset=SVHN,CIFAR100", None, {}, "tv_dataset: every point of the sweep would run alike: it is read only "
                                            "when data=torchvision (here data=samples)"),
+    # pruning nothing is the undefended run, which the sweep runs anyway
+    ("prune_ratio=0", None, {"defense": "prune"}, "prune_ratio: 0 leaves the payload as it is (the undefended "
+                                                  "scenario): the sweep would run nothing else"),
 ])
 def test_a_sweep_whose_every_run_is_refused_is_a_bad_input(axis, images, sets, message):
     """Not a table of failed points after the sweep 'ran': one line at once, as for a bad run."""

@@ -35,7 +35,8 @@ def test_a_shared_custom_sweep_link_fills_the_widgets():
     assert at.selectbox(key="t_defense").value == "prune"
     assert at.text_input(key="t_vary").value == "prune_ratio=0..0.9:3"
     assert at.slider(key="t_seeds").value == 2
-    assert "4 points (the undefended one included) × 2 seeds = 8 runs" in texts(at)
+    # pruning 0 % is the undefended run: it was computed twice, as a point of its own
+    assert "3 points (the undefended one included; prune_ratio=0 is that same run) × 2 seeds = 6 runs" in texts(at)
     assert "**DLG against magnitude pruning · preset dlg**" in texts(at)  # names, not 'dlg against magnitude pruning'
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
     assert "**DLG against Gaussian noise (DP-style) · preset dlg**" in texts(at)  # Gauss keeps his capital

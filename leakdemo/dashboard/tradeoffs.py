@@ -681,7 +681,8 @@ def main() -> None:
         # `run` would warn of at the points (a cost, a model the attack fails on)
         said = [*sweep.unread([k for k in spec if k not in SPEC_KEYS]), *sweep.warnings()]
         n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
-        undefended = " (the undefended one included)" if any(pt.undefended for pt in sweep.points) else ""
+        undefended = (f" (the undefended one included{'; ' + sweep.same_as_undefended('that same run') if sweep.as_undefended else ''})"
+                      if any(pt.undefended for pt in sweep.points) else "")
         summary = (f"**{title}** — {n_points} points{undefended} × {plural(len(sweep.seeds), 'seed')} "
                    f"= {runs} runs. " + ", ".join(f"`{a.name}` ∈ {{{', '.join(value_text(v) for v in a.values)}}}"
                                                  for a in sweep.axes))
