@@ -821,6 +821,12 @@ def defense_name(defense: str) -> str:
     return DEFENSES[defense].short if defense in DEFENSES else str(defense)
 
 
+def strengths(defense: str) -> set[str]:
+    """The parameters that set a defense's strength (dp_sigma, dp_clip, …); none for no defense, or a code this
+    version does not know."""
+    return {q.name for q in DEFENSES[defense].params} if defense in DEFENSES else set()
+
+
 def defense_does_nothing(p: dict) -> bool:
     """Whether the defense, at this strength, sends the payload as it is, bit for bit: pruning 0 %, a sending
     temperature of 1 — the undefended scenario under another name, which a sweep need not run twice. Noise of

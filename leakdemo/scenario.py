@@ -232,8 +232,7 @@ def changed_settings(params: Mapping[str, Any], preset: str | None) -> dict:
         base = _preset_values(preset, switched)
     except LeakdemoError:  # a combination this version refuses (an older store's run): against the preset as is
         base = own
-    defense = catalog.DEFENSES.get(dict(switched).get("defense"))
-    strengths = {q.name for q in defense.params} if defense is not None else set()
+    strengths = catalog.strengths(dict(switched).get("defense"))
     return {k: v for k, v in params.items() if k not in ("protocol", "attack", "defense", "device") and v != ""
             and (base.get(k) != v or k in strengths)}
 

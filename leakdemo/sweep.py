@@ -367,25 +367,24 @@ class Sweep:
         combos = [{}]
         for a in self.axes:
             combos = [{**c, a.name: v} for c in combos for v in a.values]
-        points, self.as_undefended = [], []
-        if self.base["defense"] != "none":
-            points.append(Point(0, {}, undefended=True))
-        defense = catalog.DEFENSES.get(self.base["defense"])
-        strengths = {q.name for q in defense.params} if defense is not None else set()
+        defended = self.base["defense"] != "none"
+        points = [Point(0, {}, undefended=True)] if defended else []
+        strengths = catalog.strengths(self.base["defense"])
+        self.as_undefended = []  # the swept values that are the undefended point's run under another name
         for c in combos:
-            if (points and points[0].undefended and catalog.defense_does_nothing({**self.base.params, **c})
+            if (defended and catalog.defense_does_nothing({**self.base.params, **c})
                     and all(k in strengths or self.base.params.get(k) == v for k, v in c.items())):
-                # pruning 0 %: the undefended point's run under another name, which ran it twice (a custom
-                # pruning sweep's first range, 0 to 0.999, always did); its value is said to be that point
-                self.as_undefended.append(", ".join(f"{k}={value_text(v)}" for k, v in c.items()))
+                # pruning 0 %: run as its own point, it ran the undefended run twice (a custom pruning sweep's
+                # first range, 0 to 0.999, always did)
+                self.as_undefended.append(Point(0, c).label)
                 continue
             points.append(Point(len(points), c))
         if self.as_undefended and len(points) == 1:
-            what = " and ".join(self.as_undefended).replace(f"{self.axes[0].name}=", "") if len(self.axes) == 1 \
-                else " and ".join(self.as_undefended)
-            raise ParamError(self.axes[0].name, f"{what} {'leaves' if len(self.as_undefended) == 1 else 'leave'} "
-                                                "the payload as it is (the undefended scenario): "
-                                                "the sweep would run nothing else; sweep stronger values")
+            name = self.axes[0].name
+            what = " and ".join(self.as_undefended) if len(self.axes) > 1 else \
+                " and ".join(value_text(v) for v in self.axes[0].values)  # every value: the axis's name is said
+            raise ParamError(name, f"{what} {'leaves' if len(self.as_undefended) == 1 else 'leave'} the payload as "
+                                   "it is (the undefended scenario): the sweep would run nothing else; sweep stronger values")
         return points
 
     def same_as_undefended(self, run: str = "the undefended run, not run twice") -> str:

@@ -748,8 +748,7 @@ def shown_run_line(shown: dict, shown_files: list[str], now: dict, now_files: li
         return None
     what = f"**{catalog.headline(shown)} · {catalog.defense_phrase(shown)}**"
     if all(shown.get(k) == now.get(k) for k in ("protocol", "attack", "defense")):
-        strengths = {q.name for q in catalog.DEFENSES[shown["defense"]].params} \
-            if shown.get("defense") in catalog.DEFENSES else set()  # the defense's phrase gives them
+        strengths = catalog.strengths(shown.get("defense"))  # the defense's phrase gives them
         words = [catalog.setting_words(shown, k, v) for k, v in shown.items()
                  if k not in strengths and now.get(k) != v and v != ""]
         if shown_files and shown_files != now_files:
