@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import statistics
 import sys
 import time
@@ -32,27 +33,35 @@ class _Parser(argparse.ArgumentParser):
 NAMED_ALONE = ("--preset", "--sweep", "--scenario")  # flags a newcomer puts before what is named on its own
 
 
-def _unknown(extra: list[str], cmd: str, named: str | list[str] | None = None) -> str:
+def _unknown(extra: list[str], cmd: str, argv: list[str]) -> str:
     """argparse's message for arguments it does not know, plus the fix when one is a parameter's name:
-    `run dlg --iterations 50` means `--set iterations=50`; `run --preset dlg` means `run dlg` (argparse
-    took `dlg` as the preset, `named` here)."""
+    `run dlg --iterations 50` means `--set iterations=50`; `run --preset dlg` means `run dlg` — and with both
+    (`sweep --preset dlg --defense prune --vary …`) the whole line as it should have been typed."""
     extra = [a for a in extra if a]  # `run dlg --preset=` left its empty value
     message = f"unrecognized arguments: {' '.join(extra)}"
     if cmd not in ("run", "sweep", "bench"):
         return message
-    flag = next((a for a in extra if a in NAMED_ALONE), None)
-    if flag:
-        what = (" ".join(named) if isinstance(named, list) else named) or "NAME"
-        return f"{message}; name it without {flag}: python -m leakdemo {cmd} {what}"
     names = catalog.all_param_names()
-    for i, arg in enumerate(extra):
-        name, _, value = arg[2:].partition("=")
+    flag = next((a for a in extra if a in NAMED_ALONE), None)
+    retyped, sets, i = [], [], 0
+    while i < len(argv):
+        arg, i = argv[i], i + 1
+        name, glued, value = arg[2:].partition("=")
         name = name.replace("-", "_")
-        if arg.startswith("--") and name in names:
-            following = extra[i + 1] if i + 1 < len(extra) else "--"
-            if not value and not following.startswith("--") and following not in presets():
-                value = following  # (`run --iterations 5 dlg` leaves "dlg" here and took "5" as the preset)
-            return f"{message}; parameters are set with --set {name}={value or 'VALUE'}"
+        if arg in NAMED_ALONE or not arg:
+            continue
+        if arg in extra and arg.startswith("--") and name in names:
+            following = argv[i] if i < len(argv) else "--"
+            if not glued and not following.startswith("--") and following not in presets():
+                value, i = following, i + 1  # (`run --iterations 5 dlg`: argparse took "5" as the preset)
+            sets.append(f"{name}={value or 'VALUE'}")
+            retyped += ["--set", sets[-1]]
+        else:
+            retyped.append(arg)
+    if flag:
+        return f"{message}; name it without {flag}: python -m leakdemo {shlex.join(retyped)}"
+    if sets:
+        return f"{message}; parameters are set with --set {sets[0]}"
     return message
 
 
@@ -870,8 +879,7 @@ def main(argv=None) -> int:
     argv = [part for a in argv for part in (a.split("=", 1) if a.partition("=")[0] in NAMED_ALONE else [a])]
     args, extra = ap.parse_known_args(argv)
     if extra:  # reported by the subcommand, so the hint names its own --help
-        named = getattr(args, "scenario", None) or getattr(args, "presets", None)
-        sub.choices[args.cmd].error(_unknown(extra, args.cmd, named))
+        sub.choices[args.cmd].error(_unknown(extra, args.cmd, argv))
     try:
         for attr, option, folder in OUTPUTS.get(args.cmd, []):
             check_output(getattr(args, attr), option, folder)

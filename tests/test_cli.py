@@ -204,6 +204,7 @@ def test_an_unknown_option_names_its_subcommand_and_a_parameter_written_as_an_op
     assert r.returncode == 2 and r.stdout == "", r.stderr
     assert r.stderr.strip() == ("error: unrecognized arguments: --iterations 50; parameters are set with "
                                 "--set iterations=50 (see `python -m leakdemo run --help`)"), r.stderr
+    assert "parameters are set with --set iterations=5 (" in cli("run", "--iterations", "5", "dlg").stderr  # "5" taken as the preset
     r = cli("sweep", "dlg", "--dp-sigma=0.1")
     assert "--set dp_sigma=0.1 (see `python -m leakdemo sweep --help`)" in r.stderr, r.stderr
     r = cli("run", "dlg", "--bogus", "3")  # not a parameter: argparse's words alone
@@ -239,6 +240,15 @@ def test_a_preset_given_with_a_flag_gets_the_command_without_it():
     assert "name it without --preset: python -m leakdemo bench dlg idlg (" in cli("bench", "--preset", "dlg", "idlg").stderr
     assert cli("run", "dlg", "--preset=").stderr.startswith(  # empty: nothing said after the flag
         "error: unrecognized arguments: --preset; name it without --preset: python -m leakdemo run dlg (")
+    # with parameters given as flags too, the whole line as it should have been typed — the options argparse
+    # knew (--vary) kept: it had named the preset alone, and the defense and the sweep were lost
+    r = cli("sweep", "--preset", "dlg", "--defense", "dp-gaussian", "--vary", "dp_sigma=0.01,0.1")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.strip() == ("error: unrecognized arguments: --preset --defense dp-gaussian; name it without "
+                                "--preset: python -m leakdemo sweep dlg --set defense=dp-gaussian --vary "
+                                "dp_sigma=0.01,0.1 (see `python -m leakdemo sweep --help`)"), r.stderr
+    assert "without --preset: python -m leakdemo run dlg --set iterations=5 --set image_size=16 --out 'my runs/a' (" in cli(
+        "run", "--preset", "dlg", "--iterations", "5", "--image-size=16", "--out", "my runs/a").stderr
 
 
 def test_a_note_said_again_and_again_is_printed_once_and_counted():
