@@ -236,6 +236,8 @@ METRIC_FITS = """() => [...document.querySelectorAll('[data-testid="stMetricValu
   const s = document.createElement('span'); s.style.font = getComputedStyle(e).font;
   s.style.position = 'absolute'; s.style.whiteSpace = 'nowrap'; s.textContent = e.innerText;
   document.body.appendChild(s); const w = s.offsetWidth; s.remove(); return [e.innerText, w, e.clientWidth]; })"""
+LABELS_FIT = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"] .stMarkdownEllipsis')].map(
+  e => [e.innerText, e.scrollWidth, e.clientWidth])"""  # a label cut short ends in "…" where its text overflows
 TITLES_FIT = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => {
   const t = c.querySelector('.gtitle'), svg = c.querySelector('.main-svg');
   return t ? [t.textContent, t.getBoundingClientRect().right, svg.getBoundingClientRect().right] : null; })"""
@@ -280,7 +282,8 @@ def test_the_charts_label_the_run_s_last_iteration(server, browser):
 
 
 def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, browser):
-    """On a 1024-px laptop, where the PSNR read "17.9 …" and the utility chart's title ran off its edge."""
+    """On a 1024-px laptop, where the PSNR read "17.9 …", "Label accuracy" "Label accu…" and the utility chart's
+    title ran off its edge."""
     query = "preset=cafe&n_samples=24&batch_size=6&image_size=8&fc_width=16&iterations=300"
     page = open_lab(browser, server, query, size=(1024, 768))
     run_until_finished(page, "Original — all 24 training samples")
@@ -293,6 +296,9 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     assert float(metric_value(page, "PSNR").split()[0]) >= 25
     figures = page.evaluate(METRIC_FITS)
     assert len(figures) == 5 and all(w <= box for _, w, box in figures), figures
+    labels = page.evaluate(LABELS_FIT)  # "Label accuracy" and its ? read "Label accu…" in a fifth of the row
+    assert [t for t, _, _ in labels] == ["PSNR", "SSIM", "LPIPS", "Label accuracy", "Time"], labels
+    assert all(w <= box for _, w, box in labels), labels
     titles = [t for t in page.evaluate(TITLES_FIT) if t]
     assert len(titles) == 4 and all(right <= edge + 1 for _, right, edge in titles), titles
     ticks = page.evaluate(X_TICKS)  # each chart labels its axis to the end
