@@ -73,8 +73,29 @@ def presets() -> dict[str, Preset]:
 def load_preset(name: str) -> Preset:
     table = presets()
     if name not in table:
-        raise ParamError("preset", f"unknown preset {name!r}{hint(alike(name, table))}; available: {', '.join(table)}")
+        part = part_named_as_preset(name, table)
+        said = f" ({part})" if part else hint(alike(name, table))
+        raise ParamError("preset", f"unknown preset {name!r}{said}; available: {', '.join(table)}")
     return table[name]
+
+
+def part_named_as_preset(name: str, table: dict[str, Preset]) -> str:
+    """Where a protocol, attack or defense was named as the preset (`run vfl`, `run tbi`): the presets with it,
+    or one to start from that takes it (in words both the CLI and a link's message can use)."""
+    for kind, parts in (("protocol", catalog.PROTOCOLS), ("attack", catalog.ATTACKS), ("defense", catalog.DEFENSES)):
+        if name not in parts or name == "none":
+            continue
+        a = "an" if kind == "attack" else "a"
+        with_it = [p for p, preset in table.items() if preset.params.get(kind) == name]
+        if with_it:
+            return f"{name} is {a} {kind}: its presets are {', '.join(with_it)}"
+        # the presets of its own first attack (a protocol) or first protocol (an attack, a defense) come first
+        key, wanted = (("attack", catalog.attacks_for(name)) if kind == "protocol"
+                       else ("protocol", parts[name].protocols))
+        base = next((p for w in wanted for p, preset in table.items() if preset.params.get(key) == w), None)
+        if base is not None:
+            return f"{name} is {a} {kind} that no preset has: start from {base} and set {kind}={name}"
+    return ""
 
 
 def _choice(name: str, merged: dict) -> str:

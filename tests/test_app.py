@@ -204,6 +204,21 @@ def test_a_hand_typed_link_naming_an_attack_of_another_protocol_gets_that_protoc
     assert ignored == [] and s["protocol"] == "fedsgd"
 
 
+def test_a_link_naming_a_protocol_or_defense_as_its_preset_says_which_preset_to_take():
+    # `?preset=ds-fl` was "unknown" beside the list of presets, none of which is on DS-FL
+    for query, said in (({"preset": "ds-fl"}, "ds-fl is a protocol that no preset has: start from pli and set "
+                                              "protocol=ds-fl; available: agic, "),
+                        ({"preset": "vfl"}, "vfl is a protocol: its presets are cafe, cafe-faces, "
+                                            "cafe-fake-gradients, cafe-training; available: agic, "),
+                        ({"preset": "prune"}, "prune is a defense that no preset has: start from dlg and set "
+                                              "defense=prune; available: agic, ")):
+        s, ignored = state.from_query(query)
+        assert len(ignored) == 1 and ignored[0].text.startswith(f"preset={query['preset']!r} (unknown: {said}"), ignored
+        assert s.preset == "dlg"  # the default, as for any unknown preset
+    _, ignored = state.from_query({"preset": "nope"})
+    assert ignored[0].text.startswith("preset='nope' (unknown; available: agic, "), ignored
+
+
 def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_does():
     # `?preset=dlg&protocol=fedmd`: DLG cannot attack FedMD; the link was ignored with a note, the page on DLG
     for protocol, attack, name in (("fedavg", "dlm", "iterations"), ("fedmd", "pli", "rounds"), ("ds-fl", "pli", "rounds")):

@@ -100,6 +100,13 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("run", "nope"), "error: preset: unknown preset 'nope'; available: agic, agic-multiround, cafe"),
     # a typo gets the name meant, a swap of two letters first
     (("run", "dgl"), "error: preset: unknown preset 'dgl' (did you mean dlg or dlm?); available: agic, "),
+    # a protocol, attack or defense named as the preset: its presets, or one to start from that takes it
+    (("run", "vfl"), "error: preset: unknown preset 'vfl' (vfl is a protocol: its presets are cafe, cafe-faces, "
+                     "cafe-fake-gradients, cafe-training); available: agic, "),
+    (("run", "tbi"), "error: preset: unknown preset 'tbi' (tbi is an attack that no preset has: start from pli and "
+                     "set attack=tbi); available: agic, "),
+    (("sweep", "dp-gaussian", "--vary", "dp_sigma=0.1,1"), "error: sweep: unknown sweep or preset 'dp-gaussian' "
+     "(dp-gaussian is a defense that no preset has: start from dlg and set defense=dp-gaussian); built-in sweeps: "),
     (("run", "dlg", "--set", "defense=dp-gausian"), "error: defense: must be one of none, dp-gaussian, dp-laplace, "
      "prune, fake-gradients, logit-noise, logit-rounding, top-k, logit-temperature; got 'dp-gausian' (did you mean "
      "dp-gaussian?)"),
