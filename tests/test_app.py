@@ -231,6 +231,8 @@ def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_
     assert (s["protocol"], s["attack"]) == ("fedavg", "dlm")  # the protocol stands, with its own attack
     at = lab(preset="dlg", protocol="fedmd")
     assert widget(at, "Attack").value == "pli" and not at.warning
+    scenario = next(c.value for c in at.caption if c.value.startswith("Scenario:"))  # not "preset dlg, PLI on …"
+    assert scenario.startswith("Scenario: PLI on FedMD, ") and ", started from preset **dlg**. " in scenario, scenario
     # and so the Lab's own link for a switched protocol stays that short, not the twenty values it brings
     assert dict(at.query_params) == {"preset": "dlg", "protocol": "fedmd"}
     tbi = state.switch(state.switch(from_preset("dlg"), "protocol", "ds-fl")[0], "attack", "tbi")[0]

@@ -736,9 +736,22 @@ def run_buttons(scenario, problem, uploads) -> None:
             if round_clients(scenario) > 1:
                 what = f"{plural(scenario['clients'], 'client')} with {plural(scenario['batch_size'], 'private image')} each"
         defended = "" if scenario["defense"] == "none" else f", against {catalog.defense_phrase(scenario)}"
-        c3.caption(f"Scenario: preset **{scenario.preset}**, {catalog.ATTACKS[scenario['attack']].short} on {model}"
+        head, tail = preset_words(scenario)
+        c3.caption(f"Scenario: {head}{catalog.ATTACKS[scenario['attack']].short} on {model}"
                    f"{defended}, {what}, {scenario['image_size']}×{scenario['image_size']} px, "
-                   f"seed {scenario['seed']}. The link in the address bar reproduces it.")
+                   f"seed {scenario['seed']}{tail}. The link in the address bar reproduces it.")
+
+
+def preset_words(scenario) -> tuple[str, str]:
+    """Where the scenario line names its preset: first where it is the preset's own attack on its own protocol,
+    last as where it started once either was switched — 'preset **dlg**, PLI on FedMD' read as if dlg were a
+    PLI preset."""
+    base = presets().get(scenario.preset)
+    if base is None:
+        return "", ""
+    if all(base.params.get(k) == scenario[k] for k in ("protocol", "attack")):
+        return f"preset **{scenario.preset}**, ", ""
+    return "", f", started from preset **{scenario.preset}**"
 
 
 def shown_run_line(shown: dict, shown_files: list[str], now: dict, now_files: list[str]) -> str | None:
