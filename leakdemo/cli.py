@@ -14,7 +14,7 @@ from collections import Counter
 from . import catalog, device, milestones, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
-from .scenario import Scenario, load, part_named_as_preset, presets
+from .scenario import Scenario, load, presets, unknown_preset_hint
 from .words import alike, fixed, hint, plural, small_figure, three_digits, value_text
 
 
@@ -637,9 +637,8 @@ def cmd_sweep(args) -> int:
         if not (args.scenario.endswith(".json") or os.path.sep in args.scenario) and args.scenario not in presets():
             # the preset's own message listed presets only, to someone who likely typed a sweep's name
             known = [*presets_of_sweeps.sweeps(), *presets()]
-            part = part_named_as_preset(args.scenario, presets())
-            said = f" ({part})" if part else hint(alike(args.scenario, known))
-            raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}{said}; "
+            raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}"
+                                      f"{unknown_preset_hint(args.scenario, known)}; "
                              f"built-in sweeps: "
                              f"{', '.join(presets_of_sweeps.sweeps())}; presets: {', '.join(presets())}")
         base = load(args.scenario, overrides)

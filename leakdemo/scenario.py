@@ -73,10 +73,16 @@ def presets() -> dict[str, Preset]:
 def load_preset(name: str) -> Preset:
     table = presets()
     if name not in table:
-        part = part_named_as_preset(name, table)
-        said = f" ({part})" if part else hint(alike(name, table))
-        raise ParamError("preset", f"unknown preset {name!r}{said}; available: {', '.join(table)}")
+        raise ParamError("preset", f"unknown preset {name!r}{unknown_preset_hint(name, table)}; "
+                                   f"available: {', '.join(table)}")
     return table[name]
+
+
+def unknown_preset_hint(name: str, known) -> str:
+    """What to add after 'unknown preset NAME': the presets of the protocol, attack or defense it names, else
+    the likeliest of `known` meant (the sweep command also offers the sweeps' names)."""
+    part = part_named_as_preset(name, presets())
+    return f" ({part})" if part else hint(alike(name, known))
 
 
 def part_named_as_preset(name: str, table: dict[str, Preset]) -> str:
