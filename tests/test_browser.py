@@ -238,6 +238,8 @@ METRIC_FITS = """() => [...document.querySelectorAll('[data-testid="stMetricValu
   document.body.appendChild(s); const w = s.offsetWidth; s.remove(); return [e.innerText, w, e.clientWidth]; })"""
 LABELS_FIT = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"] .stMarkdownEllipsis')].map(
   e => [e.innerText, e.scrollWidth, e.clientWidth])"""  # a label cut short ends in "…" where its text overflows
+RUN_STOP_FIT = """() => [...document.querySelectorAll('[data-testid^="stBaseButton"] .stMarkdownEllipsis')].filter(
+  e => ['Run attack', 'Stop'].includes(e.innerText)).map(e => [e.innerText, e.scrollWidth, e.clientWidth])"""
 TITLES_FIT = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => {
   const t = c.querySelector('.gtitle'), svg = c.querySelector('.main-svg');
   return t ? [t.textContent, t.getBoundingClientRect().right, svg.getBoundingClientRect().right] : null; })"""
@@ -283,7 +285,7 @@ def test_the_charts_label_the_run_s_last_iteration(server, browser):
 
 def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, browser):
     """On a 1024-px laptop, where the PSNR read "17.9 …", "Label accuracy" "Label accu…" and the utility chart's
-    title ran off its edge."""
+    title ran off its edge; and in narrower windows, where "Run attack" read "Run a…"."""
     query = "preset=cafe&n_samples=24&batch_size=6&image_size=8&fc_width=16&iterations=300"
     page = open_lab(browser, server, query, size=(1024, 768))
     run_until_finished(page, "Original — all 24 training samples")
@@ -303,6 +305,17 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     assert len(titles) == 4 and all(right <= edge + 1 for _, right, edge in titles), titles
     ticks = page.evaluate(X_TICKS)  # each chart labels its axis to the end
     assert all(t and all(shown for _, shown in t) for _, t in ticks), ticks
+    # narrower, the sidebar open (a 1024×768 projector at 125 % zoom is 819 px; half a laptop screen): the figures
+    # go three to a row and the scenario line under the buttons — at 900 px they read "Label acc…", "Run a…", "S…"
+    for width in (819, 900, 980):
+        page.set_viewport_size({"width": width, "height": 768})
+        page.wait_for_timeout(500)
+        buttons = page.evaluate(RUN_STOP_FIT)
+        assert len(buttons) == 2 and all(w <= box for _, w, box in buttons), (width, buttons)
+        labels = page.evaluate(LABELS_FIT)
+        assert len(labels) == 5 and all(w <= box for _, w, box in labels), (width, labels)
+        figures = page.evaluate(METRIC_FITS)
+        assert all(w <= box for _, w, box in figures), (width, figures)
     assert_no_traceback(page)
 
 

@@ -41,6 +41,10 @@ PREVIEW_THUMBS = 8  # the batch's thumbnails under the image picker (two rows of
 # "Label accuracy" and its ? need 108 px, where a fifth of the row gives 100 on that laptop ("Label accu…"): its
 # column takes from SSIM's, whose "0.999" is the row's narrowest figure (Time's "123.4 s" is not)
 FIGURE_WIDTHS = (1, 0.85, 1, 1.15, 1)
+# Under this main-area width (a window under ~1020 px with the sidebar open: a 1024×768 projector at 125 % zoom,
+# half a laptop screen) the figures go three to a row, as on a phone, and the scenario line under Run and Stop:
+# five figures across read "Label acc…", and beside the line the buttons read "Run a…" and "S…" at 900 px
+NARROW_MAIN_PX = 550
 CSS = f"""
 <style>
 .block-container {{padding-top: 2.2rem;}}
@@ -49,10 +53,13 @@ h1 {{font-size: 2.3rem !important;}}
 .ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-base {{color: #555; font-weight: 700; font-size: 1.15rem;}}
 [data-testid="stMetricValue"] {{font-size: clamp(1.4rem, calc((100vw - 520px) * 0.06), 2.1rem);}}
-@media (max-width: 640px) {{
+.st-key-ld_figures, .st-key-ld_run {{container-type: inline-size;}}
+@container (max-width: {NARROW_MAIN_PX}px) {{
   .st-key-ld_figures [data-testid="stHorizontalBlock"] {{flex-wrap: wrap; row-gap: 0.75rem;}}
   .st-key-ld_figures [data-testid="stColumn"] {{flex: 0 0 calc((100% - 2rem) / 3) !important;
                                                min-width: calc((100% - 2rem) / 3) !important;}}
+  .st-key-ld_run [data-testid="stHorizontalBlock"] {{flex-wrap: wrap; row-gap: 0.25rem;}}
+  .st-key-ld_run [data-testid="stColumn"]:nth-child(3) {{flex: 1 1 100% !important; min-width: 100% !important;}}
 }}
 {IMAGE_CSS}
 {images_view.ROW_CSS}
@@ -557,7 +564,7 @@ def run_view(handle) -> None:
     if matching:
         agic.matching_panel(handle.seq, matching)
     if fin is not None or (latest is not None and latest.psnr is not None):
-        with st.container(key="ld_figures"):  # on a phone three to a row (CSS), not five stacked
+        with st.container(key="ld_figures"):  # in a narrow main area three to a row (CSS), not five cut short
             _figures(fin, latest, started)
     guarantee = privacy.line(fin.metrics) if fin is not None else None
     if guarantee:  # what the defense guarantees formally, or why nothing: the CLI's line, under the figures
@@ -716,7 +723,8 @@ def run_buttons(scenario, problem, uploads) -> None:
     a new id, the click's request named the old one and Streamlit skipped it: `_start` ran, but nothing drew
     the run, and with the page's timer off the tab could stay on "Press Run attack" (reproduced on a minimal
     page: a click sent while a slow full run has not yet drawn the new fragment)."""
-    c1, c2, c3 = st.columns([1.5, 1.1, 3.4])  # "Run attack" whole on a 1024-px laptop (it read "Ru…")
+    # "Run attack" whole on a 1024-px laptop (it read "Ru…"); narrower, the line goes under the buttons (CSS)
+    c1, c2, c3 = st.container(key="ld_run").columns([1.5, 1.1, 3.4])
     c1.button("Run attack", type="primary", disabled=problem is not None or scenario is None, on_click=_start,
               args=(scenario, uploads), icon=":material/play_arrow:", width="stretch")
     c2.button("Stop", disabled=not _stoppable(st.session_state.get("handle")), on_click=_stop,
