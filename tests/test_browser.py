@@ -239,7 +239,8 @@ METRIC_FITS = """() => [...document.querySelectorAll('[data-testid="stMetricValu
 LABELS_FIT = """() => [...document.querySelectorAll('[data-testid="stMetricLabel"] .stMarkdownEllipsis')].map(
   e => [e.innerText, e.scrollWidth, e.clientWidth])"""  # a label cut short ends in "…" where its text overflows
 RUN_STOP_FIT = """() => [...document.querySelectorAll('[data-testid^="stBaseButton"] .stMarkdownEllipsis')].filter(
-  e => ['Run attack', 'Stop'].includes(e.innerText)).map(e => [e.innerText, e.scrollWidth, e.clientWidth])"""
+  e => ['Run attack', 'Run sweep', 'Stop'].includes(e.innerText)).map(
+  e => [e.innerText, e.scrollWidth, e.clientWidth])"""
 TITLES_FIT = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => {
   const t = c.querySelector('.gtitle'), svg = c.querySelector('.main-svg');
   return t ? [t.textContent, t.getBoundingClientRect().right, svg.getBoundingClientRect().right] : null; })"""
@@ -443,6 +444,11 @@ def test_a_recorded_trade_off_labels_its_axes_to_the_end_on_a_laptop(server, bro
     page.wait_for_timeout(2000)
     charts = page.evaluate(X_TICKS)
     assert len(charts) == 2 and all(t and all(shown for _, shown in t) for _, t in charts), charts
+    for width in (1024, 900):  # beside the sweep's line at 900 px the buttons read "Run s…" and "S…"
+        page.set_viewport_size({"width": width, "height": 768})
+        page.wait_for_timeout(500)
+        buttons = page.evaluate(RUN_STOP_FIT)
+        assert len(buttons) == 2 and all(w <= box for _, w, box in buttons), (width, buttons)
     assert_no_traceback(page)
     page.close()
 

@@ -26,8 +26,8 @@ from . import state
 from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
-from .shared import (hardware, held, held_index, ignored_line, polled, psnr_bars, queue_line, run_pool, setup_line,
-                     stacked_when_narrow, tab_alive)
+from .shared import (hardware, held, held_index, ignored_line, line_under_buttons, polled, psnr_bars, queue_line,
+                     run_pool, setup_line, stacked_when_narrow, tab_alive)
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -53,14 +53,13 @@ h1 {{font-size: 2.3rem !important;}}
 .ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-base {{color: #555; font-weight: 700; font-size: 1.15rem;}}
 [data-testid="stMetricValue"] {{font-size: clamp(1.4rem, calc((100vw - 520px) * 0.06), 2.1rem);}}
-.st-key-ld_figures, .st-key-ld_run {{container-type: inline-size;}}
+.st-key-ld_figures {{container-type: inline-size;}}
 @container (max-width: {NARROW_MAIN_PX}px) {{
   .st-key-ld_figures [data-testid="stHorizontalBlock"] {{flex-wrap: wrap; row-gap: 0.75rem;}}
   .st-key-ld_figures [data-testid="stColumn"] {{flex: 0 0 calc((100% - 2rem) / 3) !important;
                                                min-width: calc((100% - 2rem) / 3) !important;}}
-  .st-key-ld_run [data-testid="stHorizontalBlock"] {{flex-wrap: wrap; row-gap: 0.25rem;}}
-  .st-key-ld_run [data-testid="stColumn"]:nth-child(3) {{flex: 1 1 100% !important; min-width: 100% !important;}}
 }}
+{line_under_buttons("ld_run", NARROW_MAIN_PX)}
 {IMAGE_CSS}
 {images_view.ROW_CSS}
 {stacked_when_narrow("ld_charts")}

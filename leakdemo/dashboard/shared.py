@@ -145,6 +145,19 @@ def stacked_when_narrow(key: str, px: int = 700) -> str:
             "}")
 
 
+def line_under_buttons(key: str, px: int = 550) -> str:
+    """CSS: in the row of st.container(key=key) — two buttons, then a line of words — the line goes under the
+    buttons where that container is under px wide, and the buttons share the row. Beside the line in a main
+    area of 440 px (a 900-px window with the sidebar open) they read "Run a…" and "S…"; a 1024-px laptop
+    leaves 555 px, where they fit."""
+    return (f".st-key-{key} {{container-type: inline-size;}}\n"
+            f"@container (max-width: {px}px) {{\n"
+            f"  .st-key-{key} [data-testid=\"stHorizontalBlock\"] {{flex-wrap: wrap; row-gap: 0.25rem;}}\n"
+            f"  .st-key-{key} [data-testid=\"stColumn\"]:nth-child(3) {{flex: 1 1 100% !important;"
+            " min-width: 100% !important;}\n"
+            "}")
+
+
 def psnr_bars(fig, plot_px: tuple[int, int]) -> None:
     """Dashed bars at 20 dB (recognisable) and 30 dB (recovered) on a PSNR chart: the bars the result box times
     and CAFE's frames colour, so a class reads a curve against them (a defended plateau under both says "never").

@@ -27,7 +27,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
 from ..words import plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
-from .shared import held, held_index, ignored_line, run_pool, stacked_when_narrow, tab_alive
+from .shared import held, held_index, ignored_line, line_under_buttons, run_pool, stacked_when_narrow, tab_alive
 from .state import Ignored, one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
@@ -50,6 +50,7 @@ CSS = f"""
 [class*="st-key-strip_"] [data-testid="stHorizontalBlock"] {{flex-wrap: wrap;}}
 [class*="st-key-strip_"] [data-testid="stColumn"] {{min-width: 64px; flex-grow: 0;}}
 {stacked_when_narrow("t_charts")}
+{line_under_buttons("t_run")}
 </style>
 """
 
@@ -691,7 +692,8 @@ def main() -> None:
     if st.session_state.get("t_store_problem"):
         st.warning(f"{st.session_state['t_store_problem']}. Sweeping without the store.")
     job = _recorded(spec, st.session_state.get("t_job")) if problem is None else st.session_state.get("t_job")
-    c1, c2, c3 = st.columns([1.5, 1.1, 3.4])  # "Run sweep" whole on a 1024-px laptop (it read "Ru…")
+    # "Run sweep" whole on a 1024-px laptop (it read "Ru…"); narrower, the sweep's line goes under the buttons
+    c1, c2, c3 = st.container(key="t_run").columns([1.5, 1.1, 3.4])
     c1.button("Run sweep", type="primary", disabled=problem is not None, on_click=_start, args=(spec,),
               icon=":material/play_arrow:", width="stretch")
     c2.button("Stop", disabled=job is None or job.done, on_click=_stop, icon=":material/stop:", width="stretch")
