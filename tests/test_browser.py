@@ -320,6 +320,35 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     assert_no_traceback(page)
 
 
+OPEN_OPTIONS = """() => [...document.querySelectorAll('[data-testid="stSelectboxVirtualDropdown"] [role="option"] > div')]
+  .map(d => [d.innerText, d.scrollWidth, d.clientWidth, d.getBoundingClientRect().right])"""
+
+
+def test_the_sidebar_s_lists_show_each_choice_whole(server, browser):
+    """The preset, protocol and attack lists opened as wide as their 240-px boxes and cut most names at the
+    edge, mid-word ("Vertical FL — parties hold slices of eve"); on a laptop they open wide enough for every
+    name, and a closed box too narrow for its name ends it in "…"."""
+    page = open_lab(browser, server, "preset=cafe", size=(1280, 800))
+    boxes = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]')
+    for i, (label, longest) in enumerate((("Preset", "agic-multiround — AGIC over two epochs — matching and joint "
+                                                    "reconstruction"),
+                                          ("Protocol", "Vertical FL — parties hold slices of every sample"),
+                                          ("Attack", "CAFE — catastrophic data leakage in vertical FL"))):
+        boxes.nth(i).click()
+        page.locator('[data-testid="stSelectboxVirtualDropdown"] [role="option"]').first.wait_for(timeout=10_000)
+        page.wait_for_timeout(300)
+        options = page.evaluate(OPEN_OPTIONS)
+        assert longest in [t for t, _, _, _ in options], (label, options)
+        assert all(w <= box and right <= 1280 for _, w, box, right in options), (label, options)
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+    cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stSidebar"] [data-testid="stSelectbox"] input')]
+      .filter(i => i.scrollWidth > i.clientWidth).map(i => [i.value, getComputedStyle(i).textOverflow])""")
+    assert cut and all(overflow == "ellipsis" for _, overflow in cut), cut  # cafe's preset, protocol and attack
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_a_phone_shows_the_lab_folded_and_the_original_beside_its_reconstruction(server, browser):
     """A student opening the link on a phone met the sidebar over the page, and under it both titles first,
     then the original under "Reconstruction (what the server rebuilt)" and the reconstruction below it."""

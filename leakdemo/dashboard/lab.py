@@ -26,8 +26,8 @@ from . import state
 from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
-from .shared import (hardware, held, held_index, ignored_line, line_under_buttons, polled, psnr_bars, queue_line,
-                     run_pool, setup_line, stacked_when_narrow, tab_alive)
+from .shared import (SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, line_under_buttons, polled,
+                     psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow, tab_alive)
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -60,6 +60,7 @@ h1 {{font-size: 2.3rem !important;}}
                                                min-width: calc((100% - 2rem) / 3) !important;}}
 }}
 {line_under_buttons("ld_run", NARROW_MAIN_PX)}
+{SIDEBAR_CHOICES_CSS}
 {IMAGE_CSS}
 {images_view.ROW_CSS}
 {stacked_when_narrow("ld_charts")}

@@ -134,6 +134,19 @@ def leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
+# A sidebar choice's list opens wider than its 240-px box, so each option reads whole ("Vertical FL — parties hold
+# slices of eve", "agic-multiround — AGIC over two epochs — matching and j" were cut at its edge), and a name the
+# box, or the list on a phone, still cannot hold ends in "…" rather than mid-word (an option's text sits in a flex
+# box, which takes no ellipsis: a block of the same 28-px line does). The list is drawn outside the sidebar: :has.
+SIDEBAR_CHOICES_CSS = """
+body:has([data-testid="stSidebar"] [data-testid="stSelectbox"] input[aria-expanded="true"])
+  [data-testid="stSelectboxVirtualDropdown"] {width: min(31rem, calc(100vw - 2.5rem)) !important;}
+[data-testid="stSelectboxVirtualDropdown"] [role="option"] > div {display: block; line-height: 28px;
+  text-overflow: ellipsis;}
+[data-testid="stSidebar"] [data-testid="stSelectbox"] input {text-overflow: ellipsis;}
+"""
+
+
 def stacked_when_narrow(key: str, px: int = 700) -> str:
     """CSS: the columns inside st.container(key=key) stand one above the other where that container is under
     px wide (a 1024-px laptop with the sidebar open leaves the main area 555 px: two charts side by side got

@@ -27,7 +27,8 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
 from ..words import plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
-from .shared import held, held_index, ignored_line, line_under_buttons, run_pool, stacked_when_narrow, tab_alive
+from .shared import (SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, line_under_buttons, run_pool,
+                     stacked_when_narrow, tab_alive)
 from .state import Ignored, one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
@@ -51,6 +52,7 @@ CSS = f"""
 [class*="st-key-strip_"] [data-testid="stColumn"] {{min-width: 64px; flex-grow: 0;}}
 {stacked_when_narrow("t_charts")}
 {line_under_buttons("t_run")}
+{SIDEBAR_CHOICES_CSS}
 </style>
 """
 
