@@ -639,8 +639,8 @@ def cmd_sweep(args) -> int:
             known = [*presets_of_sweeps.sweeps(), *presets()]
             raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}"
                                       f"{unknown_preset_hint(args.scenario, known)}; "
-                             f"built-in sweeps: "
-                             f"{', '.join(presets_of_sweeps.sweeps())}; presets: {', '.join(presets())}")
+                                      f"built-in sweeps: {', '.join(presets_of_sweeps.sweeps())}; "
+                                      f"presets: {', '.join(presets())}")
         base = load(args.scenario, overrides)
         seeds = args.seeds if args.seeds is not None else 1  # 0 is refused by Sweep, not read as "not given"
         varies, images, title = args.vary, args.images, None
