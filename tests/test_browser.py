@@ -728,6 +728,28 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
     page.close()
 
 
+def test_presenter_on_a_zoomed_projector_keeps_its_buttons_whole(server, browser):
+    """A 1024×768 projector at 125 % zoom gives the page 819 × 614 px: beside the title, Back, Next and Scenes
+    read "B…", "N…" and "S…". They stand above it there, at the right, and the scene still fits the screen."""
+    page = new_page(browser, "present-zoomed", (819, 614))
+    page.goto(f"{server}/?present=1&scene=7")
+    page.get_by_text("scene 7 of", exact=False).wait_for(timeout=60_000)
+    page.get_by_text("Run time").wait_for(timeout=30_000)
+    page.wait_for_timeout(1500)
+    buttons = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stMain"] button .stMarkdownEllipsis')]
+      .filter(e => e.offsetParent).map(e => [e.innerText, e.scrollWidth, e.clientWidth])""")  # not the clicker's
+    assert [t for t, _, _ in buttons] == ["Back", "Next", "Scenes"], buttons
+    assert all(w <= box for _, w, box in buttons), buttons
+    title = page.locator("h1").first.bounding_box()
+    scenes = page.get_by_role("button", name="Scenes").bounding_box()
+    assert scenes["y"] + scenes["height"] <= title["y"] and scenes["x"] + scenes["width"] <= 819, (scenes, title)
+    scroll = page.evaluate("() => [document.querySelector('[data-testid=\"stMain\"]').scrollHeight, "
+                           "document.querySelector('[data-testid=\"stMain\"]').clientHeight]")
+    assert scroll[0] <= scroll[1] + 2, scroll
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_presenter_runs_a_live_scene_streaming_its_frames(server, browser):
     page = new_page(browser, "present-live", (1280, 720))
     page.goto(f"{server}/?present=1&scenes=live:dlg,g1")

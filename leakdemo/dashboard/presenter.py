@@ -44,6 +44,16 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 [data-testid="stImageCaption"] p {font-size: 1.2rem; color: #333; opacity: 1;}
 [data-testid="stPlotlyChart"] {height: 68vh !important;}
 .st-key-p_clicker_next, .st-key-p_clicker_back {display: none !important;}
+/* Back, Next and Scenes need ~19rem: beside the title on a narrower screen (a 1024×768 projector at 125 % zoom
+   is 819 px) they read "B…", "N…", "S…"; there they stand above it, at the right, and the title takes the row */
+.st-key-p_head {container-type: inline-size;}
+@container (max-width: 880px) {
+  .st-key-p_head > div > [data-testid="stHorizontalBlock"] {flex-wrap: wrap; row-gap: 0.4rem;}
+  .st-key-p_head > div > [data-testid="stHorizontalBlock"] > [data-testid="stColumn"]:first-child {
+    flex: 1 1 100% !important; min-width: 100% !important;}
+  .st-key-p_head > div > [data-testid="stHorizontalBlock"] > [data-testid="stColumn"]:last-child {
+    order: -1; flex: 0 0 min(20rem, 100%) !important; min-width: 0 !important; margin-left: auto;}
+}
 </style>
 """
 
@@ -133,7 +143,7 @@ def _head(title: str, line: str, choices: dict) -> None:
     """The title beside the buttons, and under both the scene's line across the page: beside the buttons too, a
     defense with two settings ('Fake gradients (fake σ = 1.05, candidates ν = 1000) · your run #1, recorded')
     wrapped at 1280 px, its scene number alone on a second line."""
-    head, nav = st.columns([4.6, 2.4])
+    head, nav = st.container(key="p_head").columns([4.6, 2.4])  # narrow: the buttons above the title (CSS)
     head.title(title)
     _nav(nav, choices)
     i, count = st.session_state["p_scene"], len(st.session_state["p_scenes"])
