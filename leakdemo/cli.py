@@ -15,7 +15,7 @@ from . import catalog, device, milestones, privacy
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets, unknown_preset_hint
-from .words import alike, fixed, hint, plural, small_figure, three_digits, value_text
+from .words import alike, fixed, hint, meant_question, plural, small_figure, three_digits, value_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -636,9 +636,11 @@ def cmd_sweep(args) -> int:
     else:
         if not (args.scenario.endswith(".json") or os.path.sep in args.scenario) and args.scenario not in presets():
             # the preset's own message listed presets only, to someone who likely typed a sweep's name
+            # (`sweep dp`, `sweep prune`: the sweeps of that name; a protocol, attack or defense: its presets)
+            named = presets_of_sweeps.meant(args.scenario)
             known = [*presets_of_sweeps.sweeps(), *presets()]
-            raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}"
-                                      f"{unknown_preset_hint(args.scenario, known)}; "
+            why = meant_question(named) if named else unknown_preset_hint(args.scenario, known)
+            raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}{f' ({why})' if why else ''}; "
                                       f"built-in sweeps: {', '.join(presets_of_sweeps.sweeps())}; "
                                       f"presets: {', '.join(presets())}")
         base = load(args.scenario, overrides)

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from . import catalog
 from .errors import LeakdemoError, ParamError
-from .words import alike, hint, plural, value_text
+from .words import alike, hint, meant_question, plural, value_text
 
 PRESET_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "assets", "presets")
 FORMAT = "leakdemo-scenario/1"
@@ -73,32 +73,33 @@ def presets() -> dict[str, Preset]:
 def load_preset(name: str) -> Preset:
     table = presets()
     if name not in table:
-        raise ParamError("preset", f"unknown preset {name!r}{unknown_preset_hint(name, table)}; "
+        why = unknown_preset_hint(name, table)
+        raise ParamError("preset", f"unknown preset {name!r}{f' ({why})' if why else ''}; "
                                    f"available: {', '.join(table)}")
     return table[name]
 
 
 def unknown_preset_hint(name: str, known) -> str:
-    """What to add after 'unknown preset NAME': the presets of the protocol, attack or defense it names, else
-    the likeliest of `known` meant (the sweep command also offers the sweeps' names)."""
-    part = part_named_as_preset(name, presets())
-    return f" ({part})" if part else hint(alike(name, known))
+    """Why 'unknown preset NAME', in words for the CLI's message and a link's note alike: the presets of the
+    protocol, attack or defense it names, else the likeliest of `known` meant (the sweep command also offers
+    the sweeps' names), else ''."""
+    return part_named_as_preset(name) or meant_question(alike(name, known))
 
 
-def part_named_as_preset(name: str, table: dict[str, Preset]) -> str:
+def part_named_as_preset(name: str) -> str:
     """Where a protocol, attack or defense was named as the preset (`run vfl`, `run tbi`): the presets with it,
     or one to start from that takes it (in words both the CLI and a link's message can use)."""
     for kind, parts in (("protocol", catalog.PROTOCOLS), ("attack", catalog.ATTACKS), ("defense", catalog.DEFENSES)):
         if name not in parts or name == "none":
             continue
         a = "an" if kind == "attack" else "a"
-        with_it = [p for p, preset in table.items() if preset.params.get(kind) == name]
+        with_it = [p for p, preset in presets().items() if preset.params.get(kind) == name]
         if with_it:
             return f"{name} is {a} {kind}: its presets are {', '.join(with_it)}"
         # the presets of its own first attack (a protocol) or first protocol (an attack, a defense) come first
         key, wanted = (("attack", catalog.attacks_for(name)) if kind == "protocol"
                        else ("protocol", parts[name].protocols))
-        base = next((p for w in wanted for p, preset in table.items() if preset.params.get(key) == w), None)
+        base = next((p for w in wanted for p, preset in presets().items() if preset.params.get(key) == w), None)
         if base is not None:
             return f"{name} is {a} {kind} that no preset has: start from {base} and set {kind}={name}"
     return ""

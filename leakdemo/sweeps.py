@@ -34,6 +34,17 @@ def sweeps() -> dict[str, SweepSpec]:
     return out
 
 
+def meant(name: str) -> list[str]:
+    """The built-in sweeps a shortened or mistyped name was likely meant as: the few that hold it as whole
+    words, in any order (`dp`: sweep-dp-dlg, sweep-dp-dlm-plus; `dlg-dp`; `prune`; `top-k`: sweep-topk-pli),
+    else the alike ones."""
+    from .words import alike
+    said = str(name).strip().lower()
+    asked = (set(said.split("-")), {said.replace("-", "")})
+    holding = [s for s in sweeps() if any(words <= set(s.split("-")) for words in asked)]
+    return holding if 0 < len(holding) <= 3 else alike(name, sweeps())
+
+
 def load(name: str) -> SweepSpec | None:
     """The built-in sweep of this name, or None (then the name is a run preset or a scenario file)."""
     return sweeps().get(name)

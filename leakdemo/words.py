@@ -57,5 +57,11 @@ def alike(word, options: Iterable, cutoff: float = 0.6) -> list[str]:
 
 def hint(said: Iterable[str]) -> str:
     """' (did you mean dlg?)' to follow an unknown name in a message, or '' when nothing is alike."""
+    asked = meant_question(said)
+    return f" ({asked})" if asked else ""
+
+
+def meant_question(said: Iterable[str]) -> str:
+    """'did you mean dlg or dlm?', or '' when nothing was alike — for a message that has its own brackets."""
     said = list(said)
-    return f" (did you mean {' or '.join(said)}?)" if said else ""
+    return f"did you mean {' or '.join(said)}?" if said else ""

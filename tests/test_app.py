@@ -217,6 +217,8 @@ def test_a_link_naming_a_protocol_or_defense_as_its_preset_says_which_preset_to_
         assert s.preset == "dlg"  # the default, as for any unknown preset
     _, ignored = state.from_query({"preset": "nope"})
     assert ignored[0].text.startswith("preset='nope' (unknown; available: agic, "), ignored
+    _, ignored = state.from_query({"preset": "dgl"})  # a typo: the one meant, as `run dgl` says it
+    assert ignored[0].text.startswith("preset='dgl' (unknown: did you mean dlg or dlm?; available: agic, "), ignored
 
 
 def test_a_hand_typed_link_naming_only_a_protocol_switches_to_it_as_the_sidebar_does():

@@ -157,6 +157,10 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "=1..2:3"), "error: --vary: name the parameter before '='"),
     (("sweep", "sweep-dp"), "error: sweep: unknown sweep or preset 'sweep-dp' (did you mean sweep-dp-dlg or "
                             "sweep-dp-dlm-plus?); built-in sweeps: sweep-batch-dlg, sweep-dp-dlg, "),
+    # a sweep named by its own words, the defense's spelling too: not "top-k is a defense … start from pli"
+    (("sweep", "dp"), "error: sweep: unknown sweep or preset 'dp' (did you mean sweep-dp-dlg or sweep-dp-dlm-plus?); "),
+    (("sweep", "prune"), "error: sweep: unknown sweep or preset 'prune' (did you mean sweep-prune-dlg?); "),
+    (("sweep", "top-k"), "error: sweep: unknown sweep or preset 'top-k' (did you mean sweep-topk-pli?); "),
     # `--seeds 0` ran one seed per point without a word (0 read as "not given")
     (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.1..1:2", "--seeds", "0"),
      "error: seeds: must be an integer in [1, 16], got 0"),

@@ -100,6 +100,8 @@ def test_bad_link_values_are_reported_not_fatal():
     assert not at.exception
     assert "sweep='nope'" in " ".join(w.value for w in at.warning)
     assert at.selectbox(key="t_sweep").value == "sweep-dp-dlg"
+    at = page(sweep="prune")  # a sweep named by its words: the one meant is said, not only all eight
+    assert "sweep='prune' (unknown: did you mean sweep-prune-dlg?; built-in: " in " ".join(w.value for w in at.warning)
     at = page(sweep="custom", preset="dlg", defense="prune", vary="prune_ratio=0..0.9:3", seeds="99")
     assert not at.exception
     assert "seeds='99'" in " ".join(w.value for w in at.warning)

@@ -6,7 +6,7 @@ from typing import Mapping, NamedTuple
 
 from .. import catalog
 from ..errors import LeakdemoError, ParamError
-from ..scenario import Scenario, load_preset, part_named_as_preset, presets, resolve
+from ..scenario import Scenario, load_preset, presets, resolve, unknown_preset_hint
 from ..words import value_text
 
 DEFAULT_PRESET = "dlg"
@@ -39,8 +39,9 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
     ignored = []
     name = query.get("preset", DEFAULT_PRESET)
     if name not in presets():
-        part = part_named_as_preset(name, presets())
-        ignored.append(Ignored(f"preset={name!r} (unknown{': ' + part if part else ''}; available: {', '.join(presets())})"))
+        # a protocol, attack or defense named as the preset: its presets; a typo (`dgl`): the one meant
+        why = unknown_preset_hint(name, presets())  # `vfl`: its presets; `dgl`: did you mean dlg or dlm?
+        ignored.append(Ignored(f"preset={name!r} (unknown{': ' + why if why else ''}; available: {', '.join(presets())})"))
         name = DEFAULT_PRESET
     base = load_preset(name).params
     proto, start = query.get("protocol"), resolve(base, preset=name)

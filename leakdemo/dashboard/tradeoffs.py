@@ -20,11 +20,11 @@ from ..errors import LeakdemoError, ParamError
 from ..scenario import did_you_mean, likeliest, load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
-from ..sweeps import sweeps
+from ..sweeps import meant, sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
                         one_figure_line, plain, privacy_key, shown_table, strip_caption, strip_series, sweep_csv,
                         utility_range)
-from ..words import plural, small_figure, value_text
+from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .shared import (SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, line_under_buttons, run_pool,
@@ -94,7 +94,8 @@ def _init_from_query() -> None:
     # a hand-written link that names a preset, defense or range but no sweep means a custom one
     name = q.get("sweep", CUSTOM if {"preset", "defense", "vary"} & set(q) else "sweep-dp-dlg")
     if name != CUSTOM and name not in sweeps():
-        problems.append(Ignored(f"sweep={name!r} (unknown; built-in: {', '.join(sweeps())})"))
+        why = meant_question(meant(name))  # `prune`: sweep-prune-dlg
+        problems.append(Ignored(f"sweep={name!r} (unknown{': ' + why if why else ''}; built-in: {', '.join(sweeps())})"))
         name = "sweep-dp-dlg"
     st.session_state["t_sweep"] = name
     if name != CUSTOM and custom_keys:  # the sidebar would drop them in silence
