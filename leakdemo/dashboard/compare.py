@@ -134,9 +134,12 @@ def run_refs(asked: list[str]) -> list[str]:
 def _init_from_query(choices: dict) -> None:
     # a list: `runs=g1&runs=g2` (as many sites write one) means `runs=g1,g2`, not the last alone
     wanted = run_refs(st.query_params.get_all("runs"))
-    if "c_runs" in st.session_state and wanted == st.session_state["c_runs"]:
-        return
-    if "c_runs" in st.session_state and (not wanted or st.session_state.get("c_pending")):
+    # read again only when the link is new (the Lab's "Replay it" opens this page with its runs): a link this
+    # page wrote itself, or none (back from another page), leaves the picker as the user set it. (Compared with
+    # the picker, not the link last written, a run added in the picker was taken back at once: the link still
+    # named the runs before it.)
+    if "c_runs" in st.session_state and (wanted == st.session_state.get("c_link") or not wanted
+                                         or st.session_state.get("c_pending")):
         return
     known = list(dict.fromkeys(w for w in wanted if w in choices))  # each run once, in the link's order
     bad = [w for w in wanted if w not in choices]
@@ -211,8 +214,8 @@ def _start_defenses(sources: dict) -> None:
 
 
 def _set_runs(refs: list[str]) -> None:
-    """The comparison's runs, in the picker and in the link alike (the link is read on every full run)."""
-    st.session_state["c_runs"] = refs
+    """The comparison's runs, in the picker and in the link alike (a link this page wrote is not read again)."""
+    st.session_state["c_runs"] = st.session_state["c_link"] = refs
     if refs:
         st.query_params["runs"] = ",".join(refs)
     else:
@@ -355,6 +358,7 @@ def main() -> None:
     query = {"runs": ",".join(picked)} if picked else {}
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
+    st.session_state["c_link"] = list(picked)
     if not picked:
         st.info("The form's runs join here as they finish." if st.session_state.get("c_pending")
                 else "Pick one or more runs above.")
