@@ -349,6 +349,56 @@ def test_the_sidebar_s_lists_show_each_choice_whole(server, browser):
     page.close()
 
 
+SIDEBAR_CHOICES = """() => [...document.querySelectorAll('[data-testid="stSidebar"] [data-testid="stSelectbox"] input')]
+    .map(i => i.value)"""
+
+
+def test_a_page_visited_and_left_comes_back_as_it_was_left(server, browser):
+    """Streamlit drops a widget's value when a run does not draw it: back from Trade-offs and Compare, the Lab's
+    sidebar read preset agic, DLG on FedSGD, with cafe's 40 images and 2000 iterations and Run blocked; the
+    Trade-offs page came back on the DP sweep, Compare on its two showcases."""
+    page = open_lab(browser, server, "preset=cafe&seed=3", size=(1280, 800))
+    box = page.get_by_role("spinbutton", name="Iterations", exact=True)
+    box.fill("50")  # a choice of the user's own, not the link's
+    box.press("Enter")
+    page.get_by_text("Scenario: preset cafe").first.wait_for(timeout=30_000)
+    page.wait_for_function("() => location.search.includes('iterations=50')", timeout=30_000)
+
+    def visit(title, heading):
+        page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title).click()
+        page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
+        page.wait_for_timeout(1500)
+
+    visit("Trade-offs", "Defense trade-offs")
+    sweep = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
+    sweep.click()
+    page.get_by_role("option", name="PLI against top-k logits", exact=False).click()
+    page.get_by_text("PLI against top-k logits (FedMD on faces) —", exact=False).wait_for(timeout=30_000)
+    visit("Compare", "Compare and replay")
+    picker = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Runs to compare").locator("input")
+    picker.click()  # a third run beside the two it opens on
+    picker.fill("Showcase 3")
+    page.get_by_role("option", name="Showcase 3", exact=False).wait_for(timeout=10_000)
+    page.keyboard.press("Enter")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => decodeURIComponent(location.search) === '?runs=g1,g2,g3'", timeout=30_000)
+    visit("Attack Lab", "leakdemo — Attack Lab")
+    assert page.evaluate(SIDEBAR_CHOICES)[:3] == [
+        "cafe — CAFE — 200 digits, 4 workers, batches of 40",
+        "Vertical FL — parties hold slices of every sample", "CAFE — catastrophic data leakage in vertical FL"]
+    assert page.get_by_role("spinbutton", name="Iterations", exact=True).input_value() == "50"
+    assert page.get_by_role("button", name="Run attack").is_enabled()
+    page.wait_for_function("() => location.search.includes('preset=cafe') && location.search.includes('seed=3')"
+                           " && location.search.includes('iterations=50')", timeout=30_000)
+    visit("Trade-offs", "Defense trade-offs")
+    assert page.evaluate(SIDEBAR_CHOICES)[0].startswith("PLI against top-k logits")
+    page.wait_for_function("() => location.search === '?sweep=sweep-topk-pli'", timeout=30_000)
+    visit("Compare", "Compare and replay")
+    page.wait_for_function("() => decodeURIComponent(location.search) === '?runs=g1,g2,g3'", timeout=30_000)
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_a_phone_shows_the_lab_folded_and_the_original_beside_its_reconstruction(server, browser):
     """A student opening the link on a phone met the sidebar over the page, and under it both titles first,
     then the original under "Reconstruction (what the server rebuilt)" and the reconstruction below it."""

@@ -21,7 +21,7 @@ from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
 from ..words import fixed, plural, small_figure
-from .shared import held, psnr_bars, run_pool
+from .shared import KEEP, held, psnr_bars, run_pool
 
 MAX_RUNS = 4
 TICK = 0.25  # seconds between replay frames
@@ -173,12 +173,14 @@ def _defenses_form(sources: dict) -> None:
     c1, c2 = st.columns([2, 3])
     names = list(presets())
     preset = c1.selectbox("Scenario (preset)", names, key="c_preset", index=names.index("dlg") if "dlg" in names else 0,
+                          persist_state=KEEP,
                           format_func=lambda n: f"{n} — {presets()[n].title}")
     protocol = presets()[preset].params.get("protocol", "fedsgd")
     options = catalog.defenses_for(protocol)
     if any(d not in options for d in st.session_state.get("c_defenses", [])):
         st.session_state["c_defenses"] = options[:2]
     c2.multiselect("Defenses (each at its default strength)", options, key="c_defenses", max_selections=MAX_RUNS,
+                   persist_state=KEEP,
                    default=held("c_defenses", options[:2]),  # shared.held
                    format_func=lambda d: catalog.DEFENSES[d].title)
     st.button("Run them", on_click=_start_defenses, args=(sources,), type="primary", icon=":material/play_arrow:",
@@ -354,7 +356,7 @@ def main() -> None:
         return
     st.session_state["c_runs"] = [r for r in st.session_state["c_runs"] if r in choices]
     picked = st.multiselect(f"Runs to compare (up to {MAX_RUNS})", list(choices), key="c_runs",
-                            format_func=choices.get, max_selections=MAX_RUNS)
+                            format_func=choices.get, max_selections=MAX_RUNS, persist_state=KEEP)
     query = {"runs": ",".join(picked)} if picked else {}
     if dict(st.query_params) != query:
         st.query_params.from_dict(query)
@@ -391,7 +393,7 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
     c1, c2, c3 = st.columns([1, 1, 3])
     c1.button("Pause" if playing else "Play", on_click=_pause if playing else _play, type="primary",
               icon=":material/pause:" if playing else ":material/play_arrow:", width="stretch")
-    c2.selectbox("Speed", list(SPEEDS), index=1, key="c_speed", label_visibility="collapsed")
+    c2.selectbox("Speed", list(SPEEDS), index=1, key="c_speed", label_visibility="collapsed", persist_state=KEEP)
     pos = st.session_state.get("c_pos", 0.0)
     if playing:  # a bar, not the slider: a widget whose value the server moves would race the browser's
         c3.progress(pos, text=f"{pos:.0%} of the run")

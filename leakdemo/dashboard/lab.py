@@ -26,7 +26,7 @@ from . import state
 from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
-from .shared import (SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, line_under_buttons, polled,
+from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, line_under_buttons, polled,
                      psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow, tab_alive)
 from .views import agic, logits, vfl
 from .views import images as images_view
@@ -188,7 +188,7 @@ def param_widget(p, where=st, unread: str | None = None) -> None:
     if greyed:  # Streamlit drops the value a click just gave a widget drawn disabled, for its old one; set, it stays
         st.session_state[key] = value
     kw = dict(key=key, help=_help(p) + (f"\n\n**Changes nothing now:** {unread}." if unread else ""),
-              disabled=greyed)
+              disabled=greyed, persist_state=KEEP)
     # each widget's own default is the value it holds (shared.held): a tab that draws it late shows that value
     if p.kind == "choice":
         where.selectbox(p.title, p.choices, index=held_index(key, p.choices), format_func=p.show, **kw)
@@ -216,7 +216,7 @@ def _showcase_picker() -> None:
         st.caption(f"Unavailable: {e}")
         return
     whys = {r["id"]: showcase_why(r) for r in rows}
-    pick = st.selectbox("Showcase", list(whys), key="w_showcase", format_func=whys.get)
+    pick = st.selectbox("Showcase", list(whys), key="w_showcase", format_func=whys.get, persist_state=KEEP)
     if st.button("Replay it", icon=":material/replay:", width="stretch"):
         st.switch_page("pages/3_Compare.py", query_params={"runs": f"g{pick}"})
 
@@ -224,18 +224,19 @@ def _showcase_picker() -> None:
 def sidebar() -> tuple:
     """Draw the sidebar; return (scenario or None, error message or None, uploads)."""
     sb = st.sidebar
-    sb.selectbox("Preset", list(presets()), index=held_index("preset", presets()), key="preset",
+    sb.selectbox("Preset", list(presets()), index=held_index("preset", presets()), key="preset", persist_state=KEEP,
                  on_change=_on_preset, format_func=lambda n: f"{n} — {presets()[n].title}",
                  help="A ready-made scenario. Everything below can then be changed.")
     s = st.session_state["scenario"]
     sb.selectbox("Protocol", list(catalog.PROTOCOLS), index=held_index("w_protocol", catalog.PROTOCOLS),
-                 key="w_protocol", on_change=_on_choice, args=("protocol",),
+                 key="w_protocol", on_change=_on_choice, args=("protocol",), persist_state=KEEP,
                  format_func=lambda n: catalog.PROTOCOLS[n].title, help="What a client sends to the server.")
     attacks, defenses = catalog.attacks_for(s["protocol"]), catalog.defenses_for(s["protocol"])
     sb.selectbox("Attack", attacks, index=held_index("w_attack", attacks), key="w_attack", on_change=_on_choice,
+                 persist_state=KEEP,
                  args=("attack",), format_func=lambda n: catalog.ATTACKS[n].title,
                  help="How the server rebuilds the private data. " + catalog.ATTACKS[s["attack"]].paper)
-    sb.selectbox("Defense", defenses, index=held_index("w_defense", defenses), key="w_defense",
+    sb.selectbox("Defense", defenses, index=held_index("w_defense", defenses), key="w_defense", persist_state=KEEP,
                  on_change=_on_choice, args=("defense",), format_func=lambda n: catalog.DEFENSES[n].title,
                  help="What the client does to its payload before sending it.")
     groups = state.visible_params(s)
@@ -344,7 +345,7 @@ def _data_widgets(where, source: str):
     preview = None
     if source == "samples":
         photos = available_samples()
-        where.multiselect("Images (the batch starts with these)", photos, key="w_gallery",
+        where.multiselect("Images (the batch starts with these)", photos, key="w_gallery", persist_state=KEEP,
                           default=[n for n in held("w_gallery", []) if n in photos],
                           help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
         thumbs = _gallery().pngs
@@ -359,7 +360,8 @@ def _data_widgets(where, source: str):
         for name in {"folder": ("folder",), "torchvision": ("tv_dataset", "data_root")}.get(source, ()):
             param_widget(catalog.PROTOCOLS["fedsgd"].param(name), where)
         what = "file names" if source == "folder" else "indices"
-        where.text_input(f"Images ({what}, comma-separated)", value=str(held("w_images", "")), key="w_images")
+        where.text_input(f"Images ({what}, comma-separated)", value=str(held("w_images", "")), key="w_images",
+                         persist_state=KEEP)
     files = where.file_uploader("…or upload your own (PNG, JPEG, WebP; ≤ 10 MB)", type=["png", "jpg", "jpeg", "webp"],
                                 accept_multiple_files=True, key="uploads",
                                 help="Uploads stay in this browser session; they are never written to disk.")

@@ -41,6 +41,14 @@ def polled(body, pace: float | None):
     return st.fragment(run_every=pace)(live)
 
 
+# Every keyed choice of a page is drawn with persist_state=KEEP: its value outlives a visit to another page.
+# Without it Streamlit drops a widget's value as soon as a run does not draw it; back from Trade-offs, the Lab's
+# sidebar read preset agic, DLG on FedSGD, with CAFE's 40 images and 2000 iterations left over (the scenario the
+# page held was still cafe's) and Run blocked; the Trade-offs page came back on the DP sweep beside the pruning
+# sweep it was still running, and Compare on its two showcases instead of the runs picked.
+KEEP = "session"
+
+
 def held(key: str, fallback=None):
     """What the session holds for a keyed widget: pass it to the widget as its default too (`value=`,
     `default=`; `held_index` for `index=`).

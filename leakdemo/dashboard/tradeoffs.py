@@ -27,7 +27,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line,
 from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
-from .shared import (SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, line_under_buttons, run_pool,
+from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, line_under_buttons, run_pool,
                      stacked_when_narrow, tab_alive)
 from .state import Ignored, one_each, to_query
 from .sweep_job import SweepJob, pool_runner
@@ -180,7 +180,7 @@ def _controls() -> dict:
     sb = st.sidebar
     sb.header("What to sweep")
     # each widget's default is the value the session holds (shared.held): a tab that draws it late keeps the link's
-    name = sb.selectbox("Sweep", names, index=held_index("t_sweep", names), key="t_sweep",
+    name = sb.selectbox("Sweep", names, index=held_index("t_sweep", names), key="t_sweep", persist_state=KEEP,
                         format_func=lambda n: "Custom: choose the defense and the range" if n == CUSTOM
                         else sweeps()[n].title)
     if name != CUSTOM:
@@ -188,20 +188,20 @@ def _controls() -> dict:
         sb.caption(spec.description)
         return {"sweep": name}
     preset = sb.selectbox("Scenario (preset)", list(presets()), index=held_index("t_preset", presets()),
-                          key="t_preset", format_func=lambda n: f"{n} — {presets()[n].title}")
+                          key="t_preset", format_func=lambda n: f"{n} — {presets()[n].title}", persist_state=KEEP)
     defenses = _sweepable_defenses(preset)
     if st.session_state.get("t_defense") not in defenses:  # a preset whose protocol lacks the defense
         st.session_state["t_defense"] = defenses[0]
         _new_defense()
     defense = sb.selectbox("Defense", defenses, index=held_index("t_defense", defenses), key="t_defense",
-                           format_func=_defense_title, on_change=_new_defense)
+                           format_func=_defense_title, on_change=_new_defense, persist_state=KEEP)
     names = [p.name for p in _sweepable(defense, preset)]
     whose = "Protocol knobs that defend" if defense == "none" else "Parameters of this defense"
-    sb.text_input("Vary (NAME=LOW..HIGH:N or NAME=a,b,c)", value=str(held("t_vary", "")), key="t_vary",
+    sb.text_input("Vary (NAME=LOW..HIGH:N or NAME=a,b,c)", value=str(held("t_vary", "")), key="t_vary", persist_state=KEEP,
                   help=f"{whose}: {', '.join(names)}. Log-spaced where the catalog says so "
                        f"(e.g. noise σ, batch size); 2 to {MAX_POINTS} points.")
     seeds = sb.slider("Seeds per point", 1, MAX_SEEDS, value=min(max(int(held("t_seeds", 1)), 1), MAX_SEEDS),
-                      key="t_seeds")
+                      key="t_seeds", persist_state=KEEP)
     # the link's scenario values that fit this preset and defense; the others wait, should the user switch back
     extra, aside = _fitting(preset, defense, st.session_state.get("t_set") or {})
     if extra:
