@@ -197,7 +197,8 @@ def _controls() -> dict:
                            format_func=_defense_title, on_change=_new_defense, persist_state=KEEP)
     names = [p.name for p in _sweepable(defense, preset)]
     whose = "Protocol knobs that defend" if defense == "none" else "Parameters of this defense"
-    sb.text_input("Vary (NAME=LOW..HIGH:N or NAME=a,b,c)", value=str(held("t_vary", "")), key="t_vary", persist_state=KEEP,
+    sb.text_input("Vary (NAME=LOW..HIGH:N or NAME=a,b,c)", value=str(held("t_vary", "")), key="t_vary",
+                  persist_state=KEEP,
                   help=f"{whose}: {', '.join(names)}. Log-spaced where the catalog says so "
                        f"(e.g. noise σ, batch size); 2 to {MAX_POINTS} points.")
     seeds = sb.slider("Seeds per point", 1, MAX_SEEDS, value=min(max(int(held("t_seeds", 1)), 1), MAX_SEEDS),
