@@ -637,7 +637,7 @@ def cmd_sweep(args) -> int:
         if not (args.scenario.endswith(".json") or os.path.sep in args.scenario) and args.scenario not in presets():
             # the preset's own message listed presets only, to someone who likely typed a sweep's name
             # (`sweep dp`, `sweep prune`: the sweeps of that name; a protocol, attack or defense: its presets)
-            named = presets_of_sweeps.meant(args.scenario)
+            named = presets_of_sweeps.meant_sweeps(args.scenario)
             known = [*presets_of_sweeps.sweeps(), *presets()]
             why = meant_question(named) if named else unknown_preset_hint(args.scenario, known)
             raise ParamError("sweep", f"unknown sweep or preset {args.scenario!r}{f' ({why})' if why else ''}; "

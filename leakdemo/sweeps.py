@@ -34,7 +34,7 @@ def sweeps() -> dict[str, SweepSpec]:
     return out
 
 
-def meant(name: str) -> list[str]:
+def meant_sweeps(name: str) -> list[str]:
     """The built-in sweeps a shortened or mistyped name was likely meant as: the few that hold it as whole
     words, in any order (`dp`: sweep-dp-dlg, sweep-dp-dlm-plus; `dlg-dp`; `prune`; `top-k`: sweep-topk-pli),
     else the alike ones."""

@@ -233,8 +233,7 @@ def sidebar() -> tuple:
                  format_func=lambda n: catalog.PROTOCOLS[n].title, help="What a client sends to the server.")
     attacks, defenses = catalog.attacks_for(s["protocol"]), catalog.defenses_for(s["protocol"])
     sb.selectbox("Attack", attacks, index=held_index("w_attack", attacks), key="w_attack", on_change=_on_choice,
-                 persist_state=KEEP,
-                 args=("attack",), format_func=lambda n: catalog.ATTACKS[n].title,
+                 args=("attack",), persist_state=KEEP, format_func=lambda n: catalog.ATTACKS[n].title,
                  help="How the server rebuilds the private data. " + catalog.ATTACKS[s["attack"]].paper)
     sb.selectbox("Defense", defenses, index=held_index("w_defense", defenses), key="w_defense", persist_state=KEEP,
                  on_change=_on_choice, args=("defense",), format_func=lambda n: catalog.DEFENSES[n].title,

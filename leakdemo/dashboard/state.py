@@ -39,9 +39,9 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
     ignored = []
     name = query.get("preset", DEFAULT_PRESET)
     if name not in presets():
-        # a protocol, attack or defense named as the preset: its presets; a typo (`dgl`): the one meant
         why = unknown_preset_hint(name, presets())  # `vfl`: its presets; `dgl`: did you mean dlg or dlm?
-        ignored.append(Ignored(f"preset={name!r} (unknown{': ' + why if why else ''}; available: {', '.join(presets())})"))
+        ignored.append(Ignored(f"preset={name!r} (unknown{': ' + why if why else ''}; "
+                               f"available: {', '.join(presets())})"))
         name = DEFAULT_PRESET
     base = load_preset(name).params
     proto, start = query.get("protocol"), resolve(base, preset=name)

@@ -20,7 +20,7 @@ from ..errors import LeakdemoError, ParamError
 from ..scenario import did_you_mean, likeliest, load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
-from ..sweeps import meant, sweeps
+from ..sweeps import meant_sweeps, sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
                         one_figure_line, plain, privacy_key, shown_table, strip_caption, strip_series, sweep_csv,
                         utility_range)
@@ -94,8 +94,9 @@ def _init_from_query() -> None:
     # a hand-written link that names a preset, defense or range but no sweep means a custom one
     name = q.get("sweep", CUSTOM if {"preset", "defense", "vary"} & set(q) else "sweep-dp-dlg")
     if name != CUSTOM and name not in sweeps():
-        why = meant_question(meant(name))  # `prune`: sweep-prune-dlg
-        problems.append(Ignored(f"sweep={name!r} (unknown{': ' + why if why else ''}; built-in: {', '.join(sweeps())})"))
+        why = meant_question(meant_sweeps(name))  # `prune`: sweep-prune-dlg
+        problems.append(Ignored(f"sweep={name!r} (unknown{': ' + why if why else ''}; "
+                                f"built-in: {', '.join(sweeps())})"))
         name = "sweep-dp-dlg"
     st.session_state["t_sweep"] = name
     if name != CUSTOM and custom_keys:  # the sidebar would drop them in silence
