@@ -508,6 +508,24 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert any("Press **Run sweep**" in i.value for i in at.info)
 
 
+def test_run_sweep_then_stop_before_a_point_brings_the_recorded_chart_back(tmp_path, monkeypatch):
+    """A presenter presses Run sweep on the recorded DP sweep, sees it will take minutes, and presses Stop: the
+    page was left with "Stopped: 0/51 runs" and no chart, and the recorded one did not come back all session."""
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))
+    at = page()
+    assert any("Recorded: 51 runs" in str(p.proto) for p in at.get("progress"))
+    at.button[0].click().run()  # Run sweep: the first batch of DLG runs takes tens of seconds on a laptop
+    assert not at.get("plotly_chart") and not at.button[1].disabled
+    at.button[1].click().run()  # Stop
+    deadline = time.time() + 60
+    while time.time() < deadline and not any("Recorded: 51 runs" in str(p.proto) for p in at.get("progress")):
+        time.sleep(0.5)
+        at.run()
+    assert not at.exception
+    assert any("Recorded: 51 runs, 17 points, from the gallery" in str(p.proto) for p in at.get("progress"))
+    assert len(at.get("plotly_chart")) == 2 and at.button[1].disabled
+
+
 def test_the_strip_keeps_a_sweeps_pictures_in_even_rows():
     """Seven strengths with the private image and the undefended point are nine pictures: a row of eight left
     the strongest alone on a second row."""

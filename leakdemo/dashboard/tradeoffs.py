@@ -634,11 +634,14 @@ def _show(job: SweepJob, title: str, spec: dict) -> SweepJob:
 def _recorded(spec: dict, job: SweepJob | None) -> SweepJob | None:
     """The job the panel draws. A built-in sweep already recorded — by this machine's run store or by the
     gallery, which ships sweep-dp-dlg — is drawn as the page opens, before Run sweep: a fresh install shows
-    its chart at once. A sweep the user started stays on the page until another is started."""
+    its chart at once. A sweep the user started stays on the page until another is started, or until it is
+    stopped before its first point: Run sweep, then Stop, brings back the recorded chart it had replaced."""
     name = spec["sweep"]
-    if job is not None and getattr(job, "recorded_for", None) in (None, name):
-        return job
     unrecorded = st.session_state.setdefault("t_unrecorded", set())  # looked for once per session and sweep
+    if job is not None and getattr(job, "recorded_for", None) in (None, name):
+        stopped_empty = job.status == "stopped" and not job.snapshot()
+        if not stopped_empty or name == CUSTOM or name in unrecorded:
+            return job
     if name == CUSTOM or name in unrecorded:
         st.session_state.pop("t_job", None)
         return None
