@@ -61,15 +61,19 @@ TABLE_FIGURES = ("psnr", "ssim", "lpips", "recognisable", "attack_accuracy", "te
                  "training_loss", "client_accuracy", "privacy", "runs", "failed")
 
 
+def point_words(r: dict, axes: list[str], base: dict | None = None) -> str:
+    """A point named as the sidebar names its settings: 'noise σ = 0.0001, clip norm off', not its code names
+    'dp_sigma=0.0001, dp_clip=0' (the table, the chart's hover and a picked point's pictures say the same)."""
+    if not axes or base is None or r.get("undefended"):
+        return r["label"]
+    return ", ".join(setting_words(base, a, r.get(a)) for a in axes)
+
+
 def shown_table(rows: list[dict], axes: list[str], base: dict | None = None) -> tuple[list[dict], str]:
     """The sweep's table as the page shows it, and a line for what every point shares. Each point named in
     words ('noise σ = 0.0001, clip norm off', not 'dp_sigma=0.0001, dp_clip=0'); a figure no point has left
     out; the runs per point, the failures and the federation's accuracy without the defense, the same on every
     row, said once under the table — with them the privacy column ran off a 1280-px screen's edge."""
-    def name(r):
-        if r["undefended"] or not axes or base is None:
-            return r["label"]
-        return ", ".join(setting_words(base, a, r.get(a)) for a in axes)
     keep = [k for k in TABLE_FIGURES if any(r.get(k) is not None for r in rows)]
     said = []
     if rows and len({r.get("runs") for r in rows}) == 1 and len({r.get("failed") for r in rows}) == 1:
@@ -81,7 +85,7 @@ def shown_table(rows: list[dict], axes: list[str], base: dict | None = None) -> 
     if "clean_test_accuracy" in keep and len(clean) == 1:
         said.append(f"the federation's accuracy without the defense: {next(iter(clean)):.2%}")
         keep.remove("clean_test_accuracy")
-    table = [{"label": name(r), **{k: plain(r).get(k) for k in keep}} for r in rows]
+    table = [{"label": point_words(r, axes, base), **{k: plain(r).get(k) for k in keep}} for r in rows]
     line = "; ".join(said)
     return table, line[:1].upper() + line[1:] + ("." if said else "")
 

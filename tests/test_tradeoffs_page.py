@@ -431,13 +431,15 @@ def test_failed_points_say_why():
 
     sweep = Sweep(from_preset("dlg"), [parse_axis("batch_size=1,30", from_preset("dlg"))], workers=1)
     sweep.tasks()  # batch 30 of the 23 photos is refused here, before any run
-    rows = [{"label": p.label, "runs": 0, "failed": len(p.runs), "errors": [r["error"] for r in p.runs]}
-            for p in sweep.points]
+    rows = [{"label": p.label, "runs": 0, "failed": len(p.runs), "errors": [r["error"] for r in p.runs],
+             **p.values} for p in sweep.points]
     assert failure_lines(rows) == ("**batch_size=30**: 1 of 1 run failed — batch_size: must be at most 23 for "
                                    "data=samples, got 30")
     many = [dict(rows[1], label=f"p{i}") for i in range(7)]
     assert failure_lines(many).count("  \n") == 5 and failure_lines(many).endswith("2 more: see the table")
     assert failure_lines(rows[:1]) is None
+    # named as the sidebar and the table name the point, where the page knows the sweep's axes
+    assert failure_lines(rows, ["batch_size"], from_preset("dlg").params).startswith("**batch size = 30**: 1 of 1")
 
 
 def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch):
@@ -460,6 +462,11 @@ def test_a_fresh_install_draws_the_recorded_sweep_at_once(tmp_path, monkeypatch)
     assert [t["name"] for t in chart["data"] if t.get("showlegend") is not False] == ["clip norm off", "clip norm = 4"]
     assert chart["layout"]["xaxis"]["title"]["text"] == "noise σ (dp_sigma)"
     assert ["clip norm off", "clip norm = 4"] == [c.value for c in at.caption if c.value.startswith("clip norm")]
+    # a point's hover on the privacy-utility chart names it as the table does, not by its code names
+    hovers = [h for t in json.loads(at.get("plotly_chart")[1].proto.spec)["data"] for h in t.get("hovertemplate") or []]
+    assert any(h.startswith("<b>noise σ = 0.000373, clip norm = 4</b>") for h in hovers)
+    assert any("<br>federation's accuracy 96.4%<br>ε = 1.82e7 (δ = 1e-5)<br>" in h for h in hovers)  # as the table
+    assert any(h.startswith("<b>no defense</b>") for h in hovers) and not any("dp_sigma" in h for h in hovers)
     assert "The reconstruction as the defense grows" in [h.value for h in at.subheader]
     assert any(c.value.startswith("Left to right: noise σ (dp_sigma).") for c in at.caption)
     assert not any("is one figure" in c.value for c in at.caption)  # noise on the gradients does cost the federation

@@ -22,8 +22,8 @@ from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import meant_sweeps, sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
-                        one_figure_line, plain, privacy_key, shown_table, strip_caption, strip_series, sweep_csv,
-                        utility_range)
+                        one_figure_line, plain, point_words, privacy_key, shown_table, strip_caption, strip_series,
+                        sweep_csv, utility_range)
 from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
@@ -447,12 +447,12 @@ def tradeoff_figure(rows: list[dict], axes: list[str], base: dict | None = None)
             marker=dict(size=[16 if r["index"] in front else 11 for r in rs], color=color,
                         line=dict(width=[3 if r["index"] in front else 0 for r in rs], color="black")),
             error_y=_error(rs, key), customdata=[r["index"] for r in rs],
-            hovertemplate=[_hover(r, key) for r in rs]))
+            hovertemplate=[_hover(r, key, point_words(r, axes, base)) for r in rs]))
     clean = next((r for r in usable if r["undefended"]), None)
     if clean is not None:
         fig.add_trace(go.Scatter(x=[utility_of(clean)[1]], y=[clean[key]], mode="markers", name="no defense",
                                  marker=dict(symbol="star", size=22, color="#c0392b"), customdata=[clean["index"]],
-                                 hovertemplate=[_hover(clean, key)]))
+                                 hovertemplate=[_hover(clean, key, clean["label"])]))
     if len(front) > 1:
         pts = sorted((utility_of(r)[1], r[key]) for r in usable if r["index"] in front)
         fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", name="Pareto front",
@@ -580,11 +580,12 @@ def _error(rs, key):
                 arrayminus=[r["psnr"] - r["psnr_range"][0] for r in rs], thickness=1)
 
 
-def _hover(r: dict, key: str) -> str:
+def _hover(r: dict, key: str, name: str) -> str:
     leak = f"attack accuracy {r[key]:.2f}" if key == "attack_accuracy" else \
         f"PSNR {r['psnr']:.1f} dB ({r['psnr_range'][0]:.1f}–{r['psnr_range'][1]:.1f})"
-    name, u = utility_of(r)
-    return (f"<b>{r['label']}</b><br>{leak}<br>{name.replace('_', ' ')} {u:.3f}<br>{r['privacy']}"
+    utility, u = utility_of(r)  # in the axis's words ("federation's accuracy 96.4%", as the table gives it)
+    figure = f"{u:.3f}" if utility == "training_loss" else f"{u:.1%}"
+    return (f"<b>{name}</b><br>{leak}<br>{UTILITY_TITLES[utility].split(' (')[0]} {figure}<br>{r['privacy']}"
             f"<br>{plural(r['runs'], 'run')}<extra></extra>")
 
 
@@ -749,7 +750,7 @@ def sweep_panel(pace) -> None:
                 icon=":material/history:")
     if job.error:
         st.error(job.error)
-    failures = failure_lines(rows)
+    failures = failure_lines(rows, st.session_state.get("t_axes", ([], False))[0], job.sweep.base.params)
     if failures:
         st.warning(failures, icon=":material/warning:")
     if rows:
@@ -789,12 +790,13 @@ def _one_utility(job: SweepJob) -> bool:
     return job.one_utility
 
 
-def failure_lines(rows: list[dict], most: int = 5) -> str | None:
+def failure_lines(rows: list[dict], axes: list[str] = (), base: dict | None = None,
+                  most: int = 5) -> str | None:
     """Why points failed, a line each (markdown): a point with no picture and no dot must still say why."""
     failed = [r for r in rows if r.get("failed")]
     if not failed:
         return None
-    lines = [f"**{r['label']}**: {r['failed']} of {plural(r['failed'] + r['runs'], 'run')} failed — "
+    lines = [f"**{point_words(r, axes, base)}**: {r['failed']} of {plural(r['failed'] + r['runs'], 'run')} failed — "
              f"{(r.get('errors') or ['no message'])[0]}" for r in failed[:most]]
     if len(failed) > most:
         lines.append(f"…and {len(failed) - most} more: see the table")
@@ -811,7 +813,8 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
     row = next((r for r in rows if r["index"] == index), None)
     if row is None or row.get("thumbnail") is None:
         return
-    st.subheader(f"{row['label']}: what the attack rebuilt (first run)")
+    axes, _ = st.session_state.get("t_axes", ([], False))
+    st.subheader(f"{point_words(row, axes, job.sweep.base.params)}: what the attack rebuilt (first run)")
     # each original beside its reconstruction, on a phone too
     cols = st.container(key="strip_picked").columns(2 * len(row["thumbnail"]), wrap=False)
     for i, pair in enumerate(zip(row["originals"], row["thumbnail"])):
