@@ -117,6 +117,20 @@ def test_a_run_says_when_its_picture_came_back():
     assert milestones.sentence(noise, {}, True) == "It never became recognisable: the PSNR stayed below 20 dB."
     assert milestones.sentence(noise, {}, False).startswith("Not yet recognisable")
     assert milestones.recovered_after(noise, {}) == "never"
+    # a batch: the history is its mean PSNR, and a photo or two plainly back must not read as 'never'
+    two_back = {"psnr_per_image": [23.8, 22.3, 16.0, 14.8]}
+    assert milestones.sentence(noise, two_back, True) == \
+        "2 of 4 images ended recognisable (20 dB), but the batch's mean PSNR stayed below 20 dB."
+    assert milestones.sentence(noise, two_back, False) == \
+        "2 of 4 images had become recognisable (20 dB), but the batch's mean PSNR was below 20 dB when it stopped."
+    one_recovered = {"psnr_per_image": [31.0, 25.0]}
+    assert milestones.sentence(half, one_recovered, True) == \
+        "Recognisable (20 dB) after 1.0 s, never recovered (30 dB) on the batch's mean, though 1 of 2 images did."
+    assert milestones.sentence(half, one_recovered, False) == ("Recognisable (20 dB) after 1.0 s, not yet recovered "
+                                                              "(30 dB) on the batch's mean when it stopped, though 1 "
+                                                              "of 2 images had.")
+    assert milestones.sentence(noise, {"psnr_per_image": [12.0, 14.0]}, True).startswith("It never became")
+    assert milestones.sentence(noise, {"psnr_per_image": [24.0]}, True).startswith("It never became")  # one image
     assert milestones.sentence(h, {"attack_accuracy": 0.9}, True) is None
     assert milestones.recovered_after(h, {"attack_accuracy": 0.9}) is None
     assert milestones.sentence({}, {}, True) is None  # nothing was scored (a run stopped in its first step)
