@@ -352,6 +352,25 @@ def test_the_defenses_form_says_each_run_s_state_in_the_sidebar_s_words():
     assert line.endswith("(1 of 3 so far)."), line
 
 
+def test_the_defenses_form_s_runs_can_be_stopped(store_path):
+    """CAFE under two defenses takes minutes a run on a laptop: picked by mistake, it held the form (Run them
+    greyed, no Stop) until both ended. Stop ends the runs still out and gives the form back."""
+    at = page()
+    at.selectbox(key="c_preset").set_value("cafe").run()
+    assert at.button(key="c_stop").disabled  # nothing to stop yet
+    next(b for b in at.button if b.label == "Run them").click().run()
+    pending = [h for _, h in at.session_state["c_pending"]]
+    assert len(pending) == 2 and not at.button(key="c_stop").disabled
+    assert next(b for b in at.button if b.label == "Run them").disabled
+    at.button(key="c_stop").click().run()
+    assert not at.exception and not at.session_state["c_pending"]
+    assert all(h.stop_requested for h in pending)
+    assert [i.value for i in at.info if i.value.startswith("Stopped")] == [
+        "Stopped the runs under No defense and Gaussian noise (DP-style); runs that had finished stay in the "
+        "comparison."]
+    assert not next(b for b in at.button if b.label == "Run them").disabled and at.button(key="c_stop").disabled
+
+
 def test_play_replays_to_the_last_frame(monkeypatch):
     at = page(runs="g1,g2")
     at.button[0].click().run()

@@ -183,10 +183,28 @@ def _defenses_form(sources: dict) -> None:
                    persist_state=KEEP,
                    default=held("c_defenses", options[:2]),  # shared.held
                    format_func=lambda d: catalog.DEFENSES[d].title)
-    st.button("Run them", on_click=_start_defenses, args=(sources,), type="primary", icon=":material/play_arrow:",
-              disabled=not st.session_state.get("c_defenses") or bool(st.session_state.get("c_pending")))
+    pending = bool(st.session_state.get("c_pending"))
+    row = st.container(horizontal=True)
+    row.button("Run them", on_click=_start_defenses, args=(sources,), type="primary", icon=":material/play_arrow:",
+               disabled=not st.session_state.get("c_defenses") or pending)
+    # a slow preset picked by mistake (cafe: minutes a defense on a laptop) must not hold the form until it ends
+    row.button("Stop", on_click=_stop_defenses, icon=":material/stop:", disabled=not pending, key="c_stop")
     if st.session_state.get("c_error"):
         st.error(st.session_state.pop("c_error"))
+    if st.session_state.get("c_stopped"):
+        st.info(st.session_state.pop("c_stopped"), icon=":material/stop:")
+
+
+def _stop_defenses() -> None:
+    """Stop the form's runs still out; those already finished stay in the comparison."""
+    pending = st.session_state.get("c_pending") or []
+    for _, h in pending:
+        h.stop()
+    st.session_state["c_pending"] = []
+    if pending:
+        names = [catalog.DEFENSES[d].title for d, _ in pending]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        st.session_state["c_stopped"] = f"Stopped the runs under {listed}; runs that had finished stay in the comparison."
 
 
 def _start_defenses(sources: dict) -> None:
