@@ -838,6 +838,38 @@ def test_the_lab_opens_a_showcase_on_the_compare_page(server, browser):
     page.close()
 
 
+def test_a_lab_run_opens_on_compare_beside_the_one_before(server, browser):
+    """Undefended, then under noise, then both side by side: the Lab links its latest runs to Compare (before,
+    the picker's list of every stored run was the only way to find them)."""
+    page = open_lab(browser, server, "preset=dlg&image_size=16&iterations=20&seed=4")
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_role("link", name="Compare it", exact=True).wait_for(timeout=120_000)
+    page.goto(f"{server}/?preset=dlg&image_size=16&iterations=20&seed=4&defense=prune")  # a new tab's session
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_role("link", name="Compare it", exact=True).wait_for(timeout=120_000)
+    page.get_by_role("link", name="Compare it", exact=True).click()  # this session's one run
+    page.get_by_text("Compare and replay").wait_for(timeout=30_000)
+    picker = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Runs to compare")
+    picker.get_by_text("Magnitude pruning", exact=False).wait_for(timeout=30_000)
+    assert "no defense" not in picker.inner_text()
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Attack Lab").click()
+    # a second run in this tab: the link now sets it beside the first
+    page.get_by_role("spinbutton", name="Iterations").fill("10")
+    page.get_by_role("spinbutton", name="Iterations").press("Enter")
+    page.get_by_text("Showing the run last started", exact=False).wait_for(timeout=30_000)
+    page.get_by_role("button", name="Run attack").click()
+    both = page.get_by_role("link", name="Compare it with your 1 run before")
+    both.wait_for(timeout=120_000)
+    both.click()
+    page.get_by_text("Compare and replay").wait_for(timeout=30_000)
+    picker.get_by_text("iterations = 10", exact=False).wait_for(timeout=30_000)
+    picked = picker.inner_text()
+    assert picked.count("Magnitude pruning") == 2 and picked.index("iterations = 20") < picked.index("iterations = 10")
+    assert re.search(r"runs=r\d+%2Cr\d+", page.evaluate("location.search")), page.evaluate("location.search")
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_compare_runs_one_scenario_under_two_defenses(server, browser):
     page = new_page(browser, "defenses")
     page.goto(f"{server}/Compare")

@@ -25,6 +25,7 @@ from ..words import fixed, plural, small_figure, three_digits
 from . import state
 from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
+from .compare import MAX_RUNS as MAX_COMPARED
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
 from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, line_under_buttons, polled,
                      psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow, tab_alive)
@@ -581,8 +582,25 @@ def run_view(handle) -> None:
             # browser that fetches it while the page redraws (a busy classroom showed such 404s)
             row.download_button(name, lambda blob=handle.artifacts[name]: blob, file_name=name, mime=mime,
                                 key=f"dl_{name}", on_click="ignore")
+        _compare_link(handle)
     elif handle.done and fin is not None:
         st.caption("Preparing the downloads…")
+
+
+def _compare_link(handle) -> None:
+    """This tab's latest runs side by side on Compare, this one last: run it undefended, then under noise, and
+    one click sets them beside each other (before, the picker's list of every stored run was the only way)."""
+    if handle.stored_id is None:  # the run store is off or unusable
+        return
+    mine = st.session_state.setdefault("lab_runs", [])
+    if handle.stored_id not in mine:
+        mine.append(handle.stored_id)
+    runs = mine[-MAX_COMPARED:]
+    label = "Compare it" if len(runs) == 1 else f"Compare it with your {plural(len(runs) - 1, 'run')} before"
+    st.page_link("pages/3_Compare.py", label=label, icon=":material/compare:",
+                 query_params={"runs": ",".join(f"r{i}" for i in runs)},
+                 help=f"Opens Compare on {'this run' if len(runs) == 1 else 'your latest runs in this tab'} "
+                      f"(run #{', #'.join(str(i) for i in runs)} of the run store), replayed side by side.")
 
 
 def _checks_chart(handle):

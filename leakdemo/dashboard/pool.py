@@ -96,6 +96,7 @@ class RunHandle:
     stop_asked_at: float | None = None  # when Stop was first pressed (the pool's patience runs from here)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     seq: int = 0  # place in the queue (kept when a dropped run is queued again)
+    stored_id: int | None = None  # the run store's number for the finished run (Compare's "Run #12")
     job_id: int | None = None
     task: object = None  # a sweep's run or runs (leakdemo.sweep.Task, Batch): computed and scored whole, no frames
     task_result: list | None = None  # ... one result per run
@@ -159,6 +160,8 @@ class RunHandle:
             elif isinstance(ev, dict) and "task_result" in ev:  # a sweep's run, scored in the worker
                 self.task_result = ev["task_result"]
                 self.status = "stopped" if self.stop_requested else "finished"
+            elif isinstance(ev, dict) and "stored_id" in ev:  # where the worker kept the finished run
+                self.stored_id = ev["stored_id"]
             elif isinstance(ev, dict):  # the downloads, built in the worker after the result
                 self.artifacts = ev
 
@@ -316,6 +319,8 @@ def _worker_main(jobs, results, stop_job, threads, build_lock, busy) -> None:
                 started = ev
             results.put((job_id, ev))
             if isinstance(ev, Finished):
+                if run.stored_id is not None:  # before the downloads: the page offers Compare once both are in
+                    results.put((job_id, {"stored_id": run.stored_id}))
                 try:
                     results.put((job_id, build_artifacts(scenario, started, ev, run.keyframes.items)))
                 except Exception as e:  # downloads are a convenience: never lose the result over them
