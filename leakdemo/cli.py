@@ -812,8 +812,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
     p = sub.add_parser("run", help="run a preset or a scenario.json")
     p.add_argument("scenario", metavar="PRESET_OR_JSON",
-                   help="a preset (`python -m leakdemo list` shows them) or a scenario.json the Lab or "
-                        "`run --out` wrote")
+                   help="a preset (`python -m leakdemo list` shows them), or a scenario.json the Lab or "
+                        "`run --out` wrote, or the folder it is in")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a parameter (repeatable)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=DEVICE_HELP)
     p.add_argument("--out", metavar="DIR", help="write grid.png, progress.gif, metrics.json, history.csv, scenario.json (folder created if needed)")

@@ -273,7 +273,14 @@ MAX_SCENARIO_BYTES = 2**20  # a scenario.json is about 1 KB: a larger file is so
 
 
 def from_file(path: str, overrides: Mapping[str, Any] | None = None) -> Scenario:
-    """A scenario.json written by `run --out` (or a preset file)."""
+    """A scenario.json written by `run --out` (or a preset file); or the folder `run --out` or `runs export`
+    wrote it in (`run runs/a` read as 'Is a directory')."""
+    if os.path.isdir(path):
+        inside = os.path.join(path, "scenario.json")
+        if not os.path.isfile(inside):
+            raise LeakdemoError(f"scenario: {path!r} is a folder with no scenario.json in it (give the scenario.json "
+                                "that `run --out` or `runs export` wrote, or its folder)")
+        path = inside
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_SCENARIO_BYTES + 1)  # bounded: `run /dev/zero` ran out of memory

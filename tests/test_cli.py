@@ -94,6 +94,14 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     again = cli("run", str(out / "scenario.json"), "--jsonl")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["psnr"] == fin["psnr"]
+    # the folder itself, as `run --out` named it (it read "cannot read 'out' (Is a directory)")
+    folder = cli("run", str(out), "--jsonl")
+    assert folder.returncode == 0, folder.stderr
+    assert json.loads(folder.stdout.splitlines()[-1])["psnr"] == fin["psnr"]
+    empty = cli("run", str(tmp_path))  # a folder without one: one line that says what to give
+    assert empty.returncode == 2 and empty.stderr == (f"error: scenario: {str(tmp_path)!r} is a folder with no "
+                                                      "scenario.json in it (give the scenario.json that `run --out` "
+                                                      "or `runs export` wrote, or its folder)\n"), empty.stderr
 
 
 @pytest.mark.parametrize("args,starts", [
