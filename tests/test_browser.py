@@ -155,12 +155,24 @@ def test_upload_runs_on_the_users_image(server, browser, tmp_path):
     bad = tmp_path / "broken.png"
     bad.write_bytes(b"\x89PNG not really")
     page = open_lab(browser, server, "preset=dlg&iterations=5&image_size=16")
+    photos = page.locator('[data-testid="stSidebar"] [data-testid="stMultiSelect"]').filter(has_text="Images")
+    assert photos.locator("input").is_enabled()
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files([str(path), str(bad)])
     page.get_by_text("broken.png: not a readable image").wait_for(timeout=30_000)
+    # the uploads replace the built-in photos: their box greys, and says so (it still read "coffee" as if in play)
+    assert photos.locator("input").is_disabled()
+    assert not page.get_by_text("photos uploaded; the run takes the first", exact=False).is_visible()  # one for one
     page.get_by_role("button", name="Run attack").click()
     page.get_by_text("Finished", exact=False).first.wait_for(timeout=120_000)
     assert "mine.png" in page.inner_text("body")
     assert "Showing the run last started" not in page.inner_text("body")  # the uploads it shows are the ones that ran
+    # two photos for a batch of one: the run took the first and said nothing of the other
+    second = tmp_path / "yours.png"
+    Image.fromarray((img[::-1] * 255).astype(np.uint8)).save(second)
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files([str(path), str(second)])
+    # (the box adds them to the two it holds)
+    page.get_by_text(re.compile(r"\b[34] photos uploaded; the run takes the first 1 \(batch_size = 1\): mine\.png\. "
+                                r"Raise it to attack the others too\.$")).wait_for(timeout=30_000)
     assert_no_traceback(page)
     page.close()
 

@@ -264,7 +264,7 @@ def sidebar() -> tuple:
         if st.session_state.get("images_source", source) != source:  # names belong to their source
             st.session_state["w_images"] = ""
         st.session_state["images_source"] = source
-        uploads, preview = _data_widgets(sb, source)
+        uploads, preview, upload_note = _data_widgets(sb, source)
     for p in groups.get("protocol", []):
         param_widget(p, sb, unread(p))
     with sb.expander("Model and image size"):
@@ -284,6 +284,8 @@ def sidebar() -> tuple:
         _showcase_picker()
 
     resolved = _resolved(s, uploads)
+    if uploads and resolved[0] is not None and resolved[1] is None:
+        _uploads_left_out(upload_note, uploads, resolved[0])
     if preview is not None and not uploads:  # uploads replace the photos: no thumbnails of photos not used
         _batch_preview(preview, resolved[0] if resolved[1] is None else None)
     return resolved
@@ -345,9 +347,12 @@ def _data_widgets(where, source: str):
     preview = None
     if source == "samples":
         photos = available_samples()
+        uploaded = bool(st.session_state.get("uploads"))  # the box below, as it stood: uploads replace these
         where.multiselect("Images (the batch starts with these)", photos, key="w_gallery", persist_state=KEEP,
-                          default=[n for n in held("w_gallery", []) if n in photos],
-                          help="Built-in photos shipped with scikit-image. The seed picks the rest of the batch.")
+                          default=[n for n in held("w_gallery", []) if n in photos], disabled=uploaded,
+                          help="Your uploads below replace the built-in photos: remove them to choose these again."
+                          if uploaded else "Built-in photos shipped with scikit-image. The seed picks the rest of "
+                                           "the batch.")
         thumbs = _gallery().pngs
         with where.expander("Browse the built-in photos"):
             if thumbs:
@@ -385,7 +390,17 @@ def _data_widgets(where, source: str):
             uploads.append((f.name, decoded[f.file_id]))
     for e in errors:
         where.error(e)
-    return uploads, preview
+    return uploads, preview, where.empty()  # the last: what of the uploads the run leaves out (_uploads_left_out)
+
+
+def _uploads_left_out(where, uploads: list, scenario) -> None:
+    """Three photos uploaded for a batch of one: the run took the first and said nothing of the others."""
+    need = catalog.private_images(scenario)
+    if len(uploads) <= need:
+        return
+    used = ", ".join(name for name, _ in uploads[:need])
+    where.caption(f":material/info: {len(uploads)} photos uploaded; the run takes the first {need} "
+                  f"({catalog.private_images_name(scenario)} = {need}): {used}. Raise it to attack the others too.")
 
 
 # ---------------------------------------------------------------- main area
