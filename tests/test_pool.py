@@ -94,9 +94,12 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it(one_worker):
     c = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
     try:
         assert until(lambda: a.status == "running", poll=(a, b, c))
+        b.queued_at = c.queued_at = time.monotonic()  # just queued: no clock yet
         assert queue_line(one_worker, b) == "Waiting for a free worker — next in line (1 run at a time on this server)."
         assert queue_line(one_worker, c) == ("Waiting for a free worker — 1 run ahead of this one "
                                              "(1 run at a time on this server).")
+        b.queued_at -= 12.3  # the wait has a clock, as the set-up's has
+        assert queue_line(one_worker, b).startswith("Waiting for a free worker for 12 s — next in line")
     finally:
         a.stop()
         for h in (a, b, c):
@@ -123,7 +126,19 @@ def test_a_sweep_s_runs_attacked_together_come_back_run_by_run(one_worker):
     base = from_preset("dlg", {"image_size": 16, "iterations": 20, "defense": "dp-gaussian", "compile": "off"})
     sweep = Sweep(base, [parse_axis("dp_sigma=1e-4,1", base)], seeds=2, batch=3)
     sweep.runner = pool_runner(one_worker, None, in_flight=1)
-    rows = list(sweep.events())[-1].rows
+    import threading
+    events = []
+    swept = threading.Thread(target=lambda: events.extend(sweep.events()))
+    swept.start()
+    # a Lab run queued behind the sweep's batch says what holds the worker (a minute's wait was unexplained)
+    assert until(lambda: one_worker.on_sweeps() == 1, timeout=60)
+    lab = one_worker.submit(from_preset("dlg", {"image_size": 16, "iterations": 3}))
+    assert queue_line(one_worker, lab) == ("Waiting for a free worker — next in line (1 run at a time on this "
+                                           "server); the worker is on a sweep's runs (Trade-offs, or Compare's "
+                                           "defenses form).")
+    wait(lab, timeout=300)
+    swept.join(300)
+    rows = events[-1].rows
     assert [(r["label"], r["runs"], r["failed"]) for r in rows] == [("no defense", 2, 0), ("dp_sigma=0.0001", 2, 0),
                                                                    ("dp_sigma=1", 2, 0)]
     assert rows[0]["psnr"] >= 30 and rows[2]["psnr"] <= 10

@@ -97,6 +97,7 @@ class RunHandle:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     seq: int = 0  # place in the queue (kept when a dropped run is queued again)
     stored_id: int | None = None  # the run store's number for the finished run (Compare's "Run #12")
+    queued_at: float = field(default_factory=time.monotonic)  # the wait for a worker has a clock too
     job_id: int | None = None
     task: object = None  # a sweep's run or runs (leakdemo.sweep.Task, Batch): computed and scored whole, no frames
     task_result: list | None = None  # ... one result per run
@@ -454,6 +455,11 @@ class RunPool:
 
     def running(self) -> int:
         return sum(w.handle is not None for w in self._workers)
+
+    def on_sweeps(self) -> int:
+        """Workers on runs computed whole (a sweep's, or Compare's defenses form's): a Lab run queued behind
+        them waits for a whole batch, with no frames to show meanwhile."""
+        return sum(w.handle is not None and w.handle.task is not None for w in self._workers)
 
     def requeue(self, handle: RunHandle) -> None:
         """A dropped run whose tab came back: queued again at the place it had."""

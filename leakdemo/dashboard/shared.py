@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import streamlit as st
 
@@ -87,9 +88,14 @@ def queue_line(pool, handle) -> str:
     ahead = max(0, pool.position(handle) - 1)
     n = pool.max_running
     at_once = f"{plural(n, 'run')} at a time on this server"
-    if ahead == 0:
-        return f"Waiting for a free worker — next in line ({at_once})."
-    return f"Waiting for a free worker — {plural(ahead, 'run')} ahead of this one ({at_once})."
+    place = "next in line" if ahead == 0 else f"{plural(ahead, 'run')} ahead of this one"
+    # what holds the workers: a sweep started on Trade-offs took both, and the Lab waited a minute unexplained
+    busy = pool.on_sweeps()
+    who = ("" if not busy else "the worker is" if n == 1 else "both workers are" if busy == n == 2
+           else f"{busy} of the {n} workers are")
+    held_by = f"; {who} on a sweep's runs (Trade-offs, or Compare's defenses form)" if busy else ""
+    waited = time.monotonic() - handle.queued_at  # a wait without a clock looks hung
+    return f"Waiting for a free worker{f' for {waited:.0f} s' if waited >= 1 else ''} — {place} ({at_once}){held_by}."
 
 
 def ignored_line(ignored) -> str:
