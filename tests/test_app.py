@@ -924,6 +924,13 @@ def test_the_quality_chart_marks_the_recognisable_and_recovered_bars():
     runs = {r["preset"]: g.load(r["id"]) for r in showcase_rows(g)}
     assert [s.y0 for s in _curves([("g1", runs["dlg"]), ("g7", runs["pli"])], 1.0).layout.shapes] == [0, 20, 30]
     assert [s.y0 for s in _curves([("g7", runs["pli"])], 1.0).layout.shapes] == [0]
+    # and PLI alone is drawn by what judges it, its attack accuracy (its PSNR to a class's mean face said ~15 dB)
+    alone = _curves([("g7", runs["pli"])], 1.0)
+    assert alone.layout.yaxis.title.text == "attack accuracy" and tuple(alone.layout.yaxis.range) == (0, 1.02)
+    assert list(alone.data[0].y) == runs["pli"].finished.history["attack_accuracy"]
+    assert alone.data[1].name == "Showcase 7 · TBI baseline" and alone.data[1].line.dash == "dash"
+    assert list(alone.data[1].y) == runs["pli"].finished.history["baseline_attack_accuracy"]
+    assert _curves([("g1", runs["dlg"]), ("g7", runs["pli"])], 1.0).layout.yaxis.title.text == "PSNR, dB"
 
 
 def _label_spot(fig, text: str) -> str:

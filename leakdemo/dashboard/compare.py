@@ -460,23 +460,34 @@ PLOT_PX = (450, 250)  # the PSNR chart's plot at its narrowest, w × h: a 1024-p
 
 
 def _curves(runs, pos: float) -> go.Figure:
+    # PLI and TBI are judged by attack accuracy: their PSNR is against a class's mean face (~15 dB whether the
+    # faces came back or not), so runs of logit sharing alone are drawn by the figure that judges them
+    by_psnr = any(milestones.judged_by_psnr(run.finished.metrics) for _, run in runs)
+    key = "psnr" if by_psnr else "attack_accuracy"
     fig = go.Figure()
     for i, (ref, run) in enumerate(runs):
         h = run.finished.history
-        if not h.get("iteration") or not h.get("psnr"):
+        if not h.get("iteration") or not h.get(key):
             continue
         total = max(run.finished.iterations, 1)
-        fig.add_trace(go.Scatter(x=[x / total for x in h["iteration"]], y=h["psnr"], mode="lines",
+        fig.add_trace(go.Scatter(x=[x / total for x in h["iteration"]], y=h[key], mode="lines",
                                  # 'Showcase 2 · DLG on FedSGD, Gaussian noise': its name ties it to its column
                                  name=f"{called(ref)} · {_what(run.scenario.get('params', {}))}",
                                  line=dict(color=COLORS[i % len(COLORS)], width=3)))
+        if not by_psnr and h.get("baseline_attack_accuracy"):  # TBI beside it, dashed, as the Lab draws it
+            fig.add_trace(go.Scatter(x=[x / total for x in h["iteration"]], y=h["baseline_attack_accuracy"],
+                                     mode="lines", name=f"{called(ref)} · TBI baseline",
+                                     line=dict(color=COLORS[i % len(COLORS)], width=2, dash="dash")))
     fig.add_vline(x=pos, line=dict(color="#555", dash="dot"))
     # 400 px: at 320 the plot kept 170 px of it under a two-row legend, the two bars' labels pressed together
-    fig.update_layout(title="PSNR over each run (x: share of its iterations)", height=400,
-                      xaxis=dict(title="progress through the run", range=[0, 1]), yaxis_title="PSNR, dB",
+    fig.update_layout(title=f"{'PSNR' if by_psnr else 'Attack accuracy'} over each run (x: share of its iterations)",
+                      height=400, xaxis=dict(title="progress through the run", range=[0, 1]),
+                      yaxis_title="PSNR, dB" if by_psnr else "attack accuracy",
                       margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.3))
-    if any(milestones.judged_by_psnr(run.finished.metrics) for _, run in runs):  # not for PLI alone
+    if by_psnr:
         psnr_bars(fig, PLOT_PX)
+    else:
+        fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
     return fig
 
 
