@@ -581,7 +581,7 @@ def _error(rs, key):
 
 
 def _hover(r: dict, key: str, name: str) -> str:
-    leak = f"attack accuracy {r[key]:.2f}" if key == "attack_accuracy" else \
+    leak = f"attack accuracy {r[key]:.0%}" if key == "attack_accuracy" else \
         f"PSNR {r['psnr']:.1f} dB ({r['psnr_range'][0]:.1f}–{r['psnr_range'][1]:.1f})"
     utility, u = utility_of(r)  # in the axis's words ("federation's accuracy 96.4%", as the table gives it)
     figure = f"{u:.3f}" if utility == "training_loss" else f"{u:.1%}"
