@@ -40,7 +40,7 @@ def sentence(history: dict | None, metrics: dict, finished: bool, noun: str = "i
     seen, back = reached(history, RECOGNISABLE_DB), reached(history, RECOVERED_DB)
     if seen is None:
         some = _images_over(metrics, RECOGNISABLE_DB)
-        if some:  # a batch's mean below the bar, some of its pictures plainly above it (23.8 · 22.3 · 16.0 · 14.8 dB)
+        if some:  # a batch's mean below the bar, some of its pictures plainly above it (23.8 · 22.3 · 16 · 14.8 dB)
             return (f"{some} {'ended' if finished else 'had become'} recognisable (20 dB), but the batch's mean PSNR "
                     f"{'stayed' if finished else 'was'} below 20 dB{'' if finished else ' when it stopped'}.")
         return ("It never became recognisable: the PSNR stayed below 20 dB." if finished else

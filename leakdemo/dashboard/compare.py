@@ -204,7 +204,8 @@ def _stop_defenses() -> None:
     if pending:
         names = [catalog.DEFENSES[d].title for d, _ in pending]
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        st.session_state["c_stopped"] = f"Stopped the runs under {listed}; runs that had finished stay in the comparison."
+        st.session_state["c_stopped"] = (f"Stopped the runs under {listed}; runs that had finished stay in the "
+                                         "comparison.")
 
 
 def _start_defenses(sources: dict) -> None:
