@@ -371,6 +371,28 @@ def test_the_defenses_form_s_runs_can_be_stopped(store_path):
     assert not next(b for b in at.button if b.label == "Run them").disabled and at.button(key="c_stop").disabled
 
 
+def test_a_form_run_finishing_beside_four_picked_runs_is_said_not_a_crash(store_path):
+    """Run them, then four runs picked by hand (or opened by the Lab's Compare it) while the form's runs were out:
+    the one that finished made five, past the picker's limit, and the page died with Streamlit's error."""
+    from leakdemo.dashboard.pool import RunHandle
+    g = open_gallery()
+    at = page(runs="g1,g2,g3,g4")
+    assert at.multiselect(key="c_runs").value == ["g1", "g2", "g3", "g4"]
+    run = g.load(2)
+    done = RunHandle(scenario=from_preset("dlg"), status="finished")
+    done.task_result = [{"record": {"key": "k", "scenario": run.scenario, "started": run.started,
+                                    "finished": run.finished, "keyframes": run.keyframes}}]
+    at.session_state["c_pending"] = [("dp-gaussian", done)]
+    at.session_state["c_order"] = ["dp-gaussian"]
+    at.run()
+    assert not at.exception
+    assert at.multiselect(key="c_runs").value == ["g1", "g2", "g3", "g4"]  # the user's four stay
+    assert [i.value for i in at.info if "finished" in i.value] == [
+        "The run under Gaussian noise (DP-style) finished (Run #1), but 4 runs are compared already: remove one, then "
+        "pick it from the list."]
+    assert any(o.startswith("Run #1 · DLG on FedSGD, Gaussian noise") for o in at.multiselect(key="c_runs").options)
+
+
 def test_play_replays_to_the_last_frame(monkeypatch):
     at = page(runs="g1,g2")
     at.button[0].click().run()

@@ -191,8 +191,8 @@ def _defenses_form(sources: dict) -> None:
     row.button("Stop", on_click=_stop_defenses, icon=":material/stop:", disabled=not pending, key="c_stop")
     if st.session_state.get("c_error"):
         st.error(st.session_state.pop("c_error"))
-    if st.session_state.get("c_stopped"):
-        st.info(st.session_state.pop("c_stopped"), icon=":material/stop:")
+    if st.session_state.get("c_note"):  # the form's runs stopped, or one that found the picker full
+        st.info(st.session_state.pop("c_note"), icon=":material/info:")
 
 
 def _stop_defenses() -> None:
@@ -204,8 +204,8 @@ def _stop_defenses() -> None:
     if pending:
         names = [catalog.DEFENSES[d].title for d, _ in pending]
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        st.session_state["c_stopped"] = (f"Stopped the runs under {listed}; runs that had finished stay in the "
-                                         "comparison.")
+        st.session_state["c_note"] = (f"Stopped the runs under {listed}; runs that had finished stay in the "
+                                      "comparison.")
 
 
 def _start_defenses(sources: dict) -> None:
@@ -263,8 +263,13 @@ def _collect(sources: dict) -> None:
         run_id = sources["r"].record(rec["key"], "compare", rec["scenario"], rec["started"], rec["finished"],
                                      rec["keyframes"])
         st.session_state.setdefault("c_ref_defense", {})[f"r{run_id}"] = d
-        _set_runs(in_form_order((st.session_state.get("c_runs") or []) + [f"r{run_id}"],
-                                st.session_state["c_ref_defense"], st.session_state.get("c_order") or []))
+        shown = st.session_state.get("c_runs") or []
+        if len(shown) >= MAX_RUNS:  # runs picked meanwhile fill the picker: a fifth crashed the page
+            st.session_state["c_note"] = (f"The run under {catalog.DEFENSES[d].title} finished (Run #{run_id}), but "
+                                          f"{MAX_RUNS} runs are compared already: remove one, then pick it from the list.")
+            continue
+        _set_runs(in_form_order(shown + [f"r{run_id}"], st.session_state["c_ref_defense"],
+                                st.session_state.get("c_order") or []))
     st.session_state["c_pending"] = still
 
 
