@@ -313,6 +313,13 @@ def test_your_runs_are_named_as_people_say_them(store_path):
     label = _choices({"r": store})[f"r{rid3}"]
     assert label.startswith(f"Run #{rid3} · PLI") and f", attack accuracy {accuracy:.0%} (" in label, label
     assert " dB" not in label, label
+    # a run stopped early says so: its figure is of the picture when Stop was pressed, not of a finished attack
+    import dataclasses
+    early = dataclasses.replace(run.finished, status="stopped", iterations=40)
+    rid4 = store.record("k4", "lab", run.scenario, run.started, early, run.keyframes)
+    labels = _choices({"r": store})
+    assert ", stopped after 40 iterations (" in labels[f"r{rid4}"], labels[f"r{rid4}"]
+    assert "stopped" not in labels[f"r{rid}"]
 
 
 def test_runs_side_by_side_say_what_tells_them_apart():

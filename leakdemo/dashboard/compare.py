@@ -98,8 +98,11 @@ def your_runs(store) -> dict[str, str]:
         p = {**r, **r["changes"]}  # the defense's strength, where the run's preset did not set it
         changed = _changes(p, r["changes"])
         ref = f"r{r['id']}"
+        # a run stopped early read as one that finished: its figure is of the picture when Stop was pressed
+        stopped = (f", stopped after {plural(r['iterations'] or 0, catalog.step_noun(p))}"
+                   if r["status"] == "stopped" else "")
         out[ref] = (f"{called(ref)} · {catalog.headline(p)}, {catalog.defense_phrase(p)}"
-                    f"{', ' + changed if changed else ''}{psnr} ({when}, {r['source']})")
+                    f"{', ' + changed if changed else ''}{psnr}{stopped} ({when}, {r['source']})")
     return out
 
 
