@@ -51,6 +51,9 @@ def alike(word, options: Iterable, cutoff: float = 0.6) -> list[str]:
     word, options = str(word).strip(), [str(o) for o in options]
     if SAME_AS.get(word.lower()) in options:  # spelt nothing alike, meant all the same
         return [SAME_AS[word.lower()]]
+    same = [o for o in options if o.lower() == word.lower()]  # difflib scores `DLG` against `dlg` as nothing alike
+    if same:
+        return same
     close = difflib.get_close_matches(word, options, n=2, cutoff=cutoff)
     return sorted(close, key=lambda o: sorted(o) != sorted(word))  # stable: difflib's order otherwise
 

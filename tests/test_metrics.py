@@ -96,6 +96,7 @@ def test_a_typo_gets_the_name_meant():
     assert alike("dgl", presets()) == ["dlg", "dlm"] and hint(alike("dgl", presets())) == " (did you mean dlg or dlm?)"
     assert alike("dp-gausian", ["none", "dp-gaussian", "dp-laplace"]) == ["dp-gaussian"]
     assert alike("zzz", presets()) == [] and hint([]) == ""
+    assert alike("DLG", presets()) == ["dlg"] and alike("DP_SIGMA", ["dp_sigma", "dp_clip"]) == ["dp_sigma"]  # caps lock
 
 
 def test_a_run_says_when_its_picture_came_back():

@@ -148,6 +148,9 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
     ("seed=1,2", "seed: cannot be swept: every point already runs the sidebar's Seeds per point"),  # not --seeds
     # a name the page cannot sweep is not offered ("did you mean local_steps (of fedavg)?" on DLG)
     ("local_epochs=1,2", "local_epochs: is not a parameter of this scenario; the defense's: dp_sigma, dp_clip"),
+    # named by this page's box, not the command line's option ("--vary: expected …")
+    ("dp_sigma 0.1,1", "Vary: expected NAME=LOW..HIGH:N or NAME=a,b,c, got 'dp_sigma 0.1,1'"),
+    ("DP_SIGMA=0.1,1", "DP_SIGMA: is not a parameter of this scenario (did you mean dp_sigma?); the defense's: "),
 ])
 def test_a_bad_range_names_the_parameter_and_disables_run(vary, message):
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
