@@ -56,14 +56,15 @@ class Axis:
     log: bool = False
 
 
-def parse_axis(text: str, base: Scenario) -> Axis:
+def parse_axis(text: str, base: Scenario, said_as: str = "--vary") -> Axis:
     """'NAME=LOW..HIGH:N' (log-spaced where the catalog marks the parameter log) or 'NAME=a,b,c' (numbers in
-    ascending order, however given: `dp_sigma=0.1,0.01` put 0.1's picture before 0.01's in the strip)."""
+    ascending order, however given: `dp_sigma=0.1,0.01` put 0.1's picture before 0.01's in the strip).
+    said_as: what a message calls the text's box — the command line's option, or the Trade-offs page's Vary."""
     if "=" not in text:
-        raise LeakdemoError(f"--vary: expected NAME=LOW..HIGH:N or NAME=a,b,c, got {text!r}")
+        raise LeakdemoError(f"{said_as}: expected NAME=LOW..HIGH:N or NAME=a,b,c, got {text!r}")
     name, spec = (t.strip() for t in text.split("=", 1))
     if not name:
-        raise LeakdemoError(f"--vary: name the parameter before '=' (NAME=LOW..HIGH:N or NAME=a,b,c), got {text!r}")
+        raise LeakdemoError(f"{said_as}: name the parameter before '=' (NAME=LOW..HIGH:N or NAME=a,b,c), got {text!r}")
     specs = catalog.params_for(base["protocol"], base["attack"], base["defense"])
     if name in ("protocol", "attack", "defense", "device"):
         raise ParamError(name, "cannot be swept: a sweep compares strengths of one scenario (set it with --set)")

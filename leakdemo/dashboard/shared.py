@@ -91,8 +91,7 @@ def queue_line(pool, handle) -> str:
     place = "next in line" if ahead == 0 else f"{plural(ahead, 'run')} ahead of this one"
     # what holds the workers: a sweep started on Trade-offs took both, and the Lab waited a minute unexplained
     busy = pool.on_sweeps()
-    who = ("" if not busy else "the worker is" if n == 1 else "both workers are" if busy == n == 2
-           else f"{busy} of the {n} workers are")
+    who = "the worker is" if n == 1 else "both workers are" if busy == n == 2 else f"{busy} of the {n} workers are"
     held_by = f"; {who} on a sweep's runs (Trade-offs, or Compare's defenses form)" if busy else ""
     waited = time.monotonic() - handle.queued_at  # a wait without a clock looks hung
     return f"Waiting for a free worker{f' for {waited:.0f} s' if waited >= 1 else ''} — {place} ({at_once}){held_by}."

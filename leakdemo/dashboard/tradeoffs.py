@@ -258,11 +258,7 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     if name and eq and name not in takes:
         own = [p.name for p in _sweepable(spec["defense"], spec["preset"])]
         raise ParamError(name, f"is not a parameter of this scenario{meant(own)}; the defense's: {', '.join(own)}")
-    try:
-        axes = [parse_axis(spec["vary"], base)]
-    except LeakdemoError as e:  # the command line's option is this page's Vary box
-        said = str(e)
-        raise LeakdemoError("Vary" + said[len("--vary"):] if said.startswith("--vary:") else said) from None
+    axes = [parse_axis(spec["vary"], base, said_as="Vary")]  # the command line's --vary is this page's Vary box
     title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning · …"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
 
