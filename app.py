@@ -8,10 +8,10 @@ ICON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "icon.
 st.set_page_config(page_title="leakdemo — Attack Lab", page_icon=ICON, layout="wide",
                    initial_sidebar_state="auto")  # expanded on a laptop, folded on a phone
 
-from leakdemo.dashboard.lab import main as attack_lab  # noqa: E402  (after set_page_config)
+from leakdemo.dashboard.lab import page as attack_lab  # noqa: E402  (after set_page_config)
 
 PAGES = [
-    st.Page(attack_lab, title="Attack Lab", icon=":material/science:", default=True),
+    attack_lab(),
     st.Page("pages/2_Tradeoffs.py", title="Trade-offs", icon=":material/balance:"),
     st.Page("pages/3_Compare.py", title="Compare", icon=":material/compare:"),
     st.Page("pages/4_Present.py", title="Present", icon=":material/present_to_all:"),

@@ -837,6 +837,22 @@ def test_presenter_runs_a_live_scene_streaming_its_frames(server, browser):
     page.close()
 
 
+def test_presenter_exit_leaves_for_the_lab(server, browser):
+    """The presenter hides the sidebar: its ✕ is the way back to the Lab, whether it was opened as the Present page
+    or as a tab of its own (?present=1: Compare's "Present these runs", a talk's bookmark)."""
+    page = new_page(browser, "present-exit", (1280, 720))
+    for address in ("/Present", "/?present=1&scenes=live:dlg"):
+        page.goto(server + address)
+        page.get_by_text("scene 1 of", exact=False).wait_for(timeout=60_000)
+        page.get_by_role("button", name="close").click()  # the ✕ at the top right
+        page.get_by_role("button", name="Run attack").wait_for(timeout=60_000)
+        assert page.locator('[data-testid="stSidebar"]').is_visible(), address
+        where = page.evaluate("location.pathname + location.search")
+        assert "present" not in where.lower() and "scene" not in where, (address, where)
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_the_lab_opens_a_showcase_on_the_compare_page(server, browser):
     page = new_page(browser, "showcase")
     page.goto(f"{server}/?preset=dlg")

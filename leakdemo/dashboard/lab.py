@@ -671,6 +671,11 @@ def _stop() -> None:
         h.stop()
 
 
+def page():
+    """The Attack Lab as the app's navigation registers it: the home page (the presenter's Exit switches to it)."""
+    return st.Page(main, title="Attack Lab", icon=":material/science:", default=True)
+
+
 def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
     warm_up()

@@ -44,15 +44,16 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 [data-testid="stImageCaption"] p {font-size: 1.2rem; color: #333; opacity: 1;}
 [data-testid="stPlotlyChart"] {height: 68vh !important;}
 .st-key-p_clicker_next, .st-key-p_clicker_back {display: none !important;}
-/* Back, Next and Scenes need ~19rem: beside the title on a narrower screen (a 1024×768 projector at 125 % zoom
-   is 819 px) they read "B…", "N…", "S…"; there they stand above it, at the right, and the title takes the row */
+/* Back, Next, Scenes and ✕ need ~23rem: beside the title on a narrower screen (a 1024×768 projector, or one at
+   125 % zoom: 819 px) they read "B…", "N…", "S…"; there they stand above it, at the right, and the title takes
+   the row */
 .st-key-p_head {container-type: inline-size;}
-@container (max-width: 880px) {
+@container (max-width: 1060px) {
   .st-key-p_head > div > [data-testid="stHorizontalBlock"] {flex-wrap: wrap; row-gap: 0.4rem;}
   .st-key-p_head > div > [data-testid="stHorizontalBlock"] > [data-testid="stColumn"]:first-child {
     flex: 1 1 100% !important; min-width: 100% !important;}
   .st-key-p_head > div > [data-testid="stHorizontalBlock"] > [data-testid="stColumn"]:last-child {
-    order: -1; flex: 0 0 min(20rem, 100%) !important; min-width: 0 !important; margin-left: auto;}
+    order: -1; flex: 0 0 min(23.5rem, 100%) !important; min-width: 0 !important; margin-left: auto;}
 }
 </style>
 """
@@ -120,8 +121,28 @@ def _picked() -> None:
     st.query_params["scene"] = "1"
 
 
+def _leave() -> None:
+    """Out of presenter mode, to the Attack Lab (on the next run of the page: a callback cannot switch pages); a
+    live scene still going is stopped, as moving on stops it."""
+    _leave_live()
+    st.session_state["p_leaving"] = True
+
+
+def _left() -> bool:
+    """Leave for the Attack Lab if Exit was pressed. Opened as the Present page, that is the Lab page; opened with
+    ?present=1 (a tab of its own, or a talk's bookmark) the Lab is the same address without it."""
+    if not st.session_state.pop("p_leaving", False):
+        return False
+    if st.query_params.get("present") == "1":
+        st.query_params.clear()
+        st.rerun()
+    from .lab import page
+    st.switch_page(page())
+    return True
+
+
 def _nav(where, choices: dict) -> None:
-    b1, b2, b3 = where.columns([1, 1, 1.25])
+    b1, b2, b3, b4 = where.columns([1, 1, 1.25, 0.5])
     b1.button("Back", on_click=_go, args=(-1,), shortcut="Left", width="stretch",
               help="the previous scene (key: ←)")
     b2.button("Next", on_click=_go, args=(1,), shortcut="Right", width="stretch", type="primary",
@@ -133,6 +154,8 @@ def _nav(where, choices: dict) -> None:
                                                "yours from the run store; live scenes compute the attack now; "
                                                "charts come from the run store")
         st.caption("The link in the address bar keeps this list.")
+    b4.button("", on_click=_leave, icon=":material/close:", width="stretch", key="p_exit",
+              help="leave presenter mode: to the Attack Lab")  # a window's ✕: the scene keeps the row
     # a presentation clicker sends Page Down / Page Up, not the arrows: two buttons nobody sees take them (a
     # button has one shortcut; hidden by CSS, its key still works)
     b3.button("Next", on_click=_go, args=(1,), shortcut="PageDown", key="p_clicker_next")
@@ -155,6 +178,8 @@ def _head(title: str, line: str, choices: dict) -> None:
 
 
 def main() -> None:
+    if _left():
+        return
     st.markdown(CSS, unsafe_allow_html=True)
     run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     try:
