@@ -173,6 +173,28 @@ def test_upload_runs_on_the_users_image(server, browser, tmp_path):
     # (the box adds them to the two it holds)
     page.get_by_text(re.compile(r"\b[34] photos uploaded; the run takes the first 1 \(batch_size = 1\): mine\.png\. "
                                 r"Raise it to attack the others too\.$")).wait_for(timeout=30_000)
+    # to Compare and back: the file box comes back empty, but the photos stay in play, said so (the next run took
+    # the built-in photos without a word)
+    nav = page.locator('[data-testid="stSidebarNav"]')
+    nav.get_by_role("link", name="Compare").click()
+    page.get_by_text("Compare and replay").wait_for(timeout=30_000)
+    nav.get_by_role("link", name="Attack Lab").click()
+    kept = page.get_by_text(re.compile(r"Still using your [34] photos uploaded earlier: mine\.png, "))
+    kept.wait_for(timeout=30_000)
+    assert photos.locator("input").is_disabled()
+    page.get_by_role("button", name="Run attack").click()
+    page.get_by_text("Finished", exact=False).first.wait_for(timeout=120_000)
+    assert "mine.png" in page.inner_text("body")
+    page.get_by_role("button", name="Forget them").click()
+    kept.wait_for(state="detached", timeout=30_000)
+    assert photos.locator("input").is_enabled()
+    # emptied by hand, the box forgets them at once: nothing is kept for a later visit
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files([str(path)])
+    expect(photos.locator("input")).to_be_disabled(timeout=30_000)
+    page.locator('[data-testid="stFileChipDeleteBtn"] button').first.click()
+    expect(photos.locator("input")).to_be_enabled(timeout=30_000)
+    page.wait_for_timeout(1000)
+    assert kept.count() == 0
     assert_no_traceback(page)
     page.close()
 

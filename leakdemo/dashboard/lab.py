@@ -347,7 +347,8 @@ def _data_widgets(where, source: str):
     preview = None
     if source == "samples":
         photos = available_samples()
-        uploaded = bool(st.session_state.get("uploads"))  # the box below, as it stood: uploads replace these
+        # the box below, as it stood (or the photos it held before the page was left): uploads replace these
+        uploaded = bool(st.session_state.get("uploads") or st.session_state.get("kept_uploads"))
         where.multiselect("Images (the batch starts with these)", photos, key="w_gallery", persist_state=KEEP,
                           default=[n for n in held("w_gallery", []) if n in photos], disabled=uploaded,
                           help="Your uploads below replace the built-in photos: remove them to choose these again."
@@ -368,7 +369,7 @@ def _data_widgets(where, source: str):
         where.text_input(f"Images ({what}, comma-separated)", value=str(held("w_images", "")), key="w_images",
                          persist_state=KEEP)
     files = where.file_uploader("…or upload your own (PNG, JPEG, WebP; ≤ 10 MB)", type=["png", "jpg", "jpeg", "webp"],
-                                accept_multiple_files=True, key="uploads",
+                                accept_multiple_files=True, key="uploads", on_change=_uploads_changed,
                                 help="Uploads stay in this browser session; they are never written to disk.")
     uploads, errors = [], []
     files = files or []
@@ -390,7 +391,30 @@ def _data_widgets(where, source: str):
             uploads.append((f.name, decoded[f.file_id]))
     for e in errors:
         where.error(e)
+    if files:
+        st.session_state["kept_uploads"] = uploads
+    elif st.session_state.get("kept_uploads"):
+        uploads = _kept_uploads(where)
     return uploads, preview, where.empty()  # the last: what of the uploads the run leaves out (_uploads_left_out)
+
+
+def _uploads_changed() -> None:
+    """The user emptied the upload box: the photos it held are gone for good (not kept as below)."""
+    if not st.session_state.get("uploads"):
+        st.session_state.pop("kept_uploads", None)
+
+
+def _kept_uploads(where) -> list:
+    """A file box empties whenever it leaves the page (Compare it and back; a logit protocol, whose federation's
+    data is built, and back): the next run then took the built-in photos, the user's gone without a word. The
+    photos it held stay in play, said so, until the user forgets them or uploads others."""
+    kept = st.session_state["kept_uploads"]
+    names = ", ".join(name for name, _ in kept)
+    where.caption(f":material/photo_library: Still using your {plural(len(kept), 'photo')} uploaded earlier: {names}.")
+    where.button("Forget them", key="forget_uploads", icon=":material/close:",
+                 on_click=lambda: st.session_state.pop("kept_uploads", None),
+                 help="use the built-in photos again (or upload others above)")
+    return list(kept)
 
 
 def _uploads_left_out(where, uploads: list, scenario) -> None:
