@@ -416,7 +416,7 @@ def test_the_slider_s_last_value_sent_during_a_replay_does_not_jump_it_to_the_en
     """The slider is hidden while playing, but the browser can send the value it last showed with the first ticks
     (CI caught a replay that went from its first frame straight to its last)."""
     from leakdemo.dashboard import compare
-    state = {"c_playing": True, "c_pos": 0.03125, "c_seek": 1.0}
+    state = {"c_playing": True, "c_pos": 0.03125, "c_seek": 100}  # in percent
     monkeypatch.setattr(compare.st, "session_state", state)
     compare._seek()
     assert state["c_pos"] == 0.03125

@@ -352,7 +352,7 @@ def _seek() -> None:
     """The slider moved. Not while playing: the slider is hidden then, but the browser can still send the value
     it last showed (1.0) with the replay's first ticks, which would jump the replay to its end."""
     if not st.session_state.get("c_playing"):
-        st.session_state["c_pos"] = st.session_state["c_seek"]
+        st.session_state["c_pos"] = st.session_state["c_seek"] / 100
 
 
 # ---------------------------------------------------------------- the page
@@ -420,13 +420,16 @@ def replay_panel(runs: list[tuple[str, StoredRun]], pace) -> None:
     c1, c2, c3 = st.columns([1, 1, 3])
     c1.button("Pause" if playing else "Play", on_click=_pause if playing else _play, type="primary",
               icon=":material/pause:" if playing else ":material/play_arrow:", width="stretch")
-    c2.selectbox("Speed", list(SPEEDS), index=1, key="c_speed", label_visibility="collapsed", persist_state=KEEP)
+    # no labels beside Play (a row of their own), so each says what it is: stacked on a phone, a bare "1×" and a
+    # bare "1.00" under Play said nothing
+    c2.selectbox("Speed", list(SPEEDS), index=1, key="c_speed", label_visibility="collapsed", persist_state=KEEP,
+                 format_func=lambda s: f"{s} speed")
     pos = st.session_state.get("c_pos", 0.0)
     if playing:  # a bar, not the slider: a widget whose value the server moves would race the browser's
         c3.progress(pos, text=f"{pos:.0%} of the run")
     else:
-        st.session_state["c_seek"] = pos
-        c3.slider("Position in the run", 0.0, 1.0, key="c_seek", step=0.01, format="%.2f",
+        st.session_state["c_seek"] = round(pos * 100)  # in percent, as the bar shows it while playing
+        c3.slider("Position in the run", 0, 100, key="c_seek", format="%d%% of the run",
                   label_visibility="collapsed", on_change=_seek)
     runs_grid = st.container(key="c_grid")  # laid out by _runs_grid_css
     heads = [runs_grid.container(key=f"c_head_{i}") for i in range(len(runs))]
