@@ -691,3 +691,27 @@ def test_a_live_scene_shows_the_attack_s_stage_and_pli_s_accuracy_while_it_runs(
     captions = [im.caption for node in _nodes(at._tree) if getattr(node, "type", None) == "image"
                 for im in node.proto.imgs]
     assert len(captions) == 1 and "· inversion epoch 40 of 200 · round 2 of 5" in captions[0], captions
+
+
+def test_a_new_link_is_read_while_the_form_s_runs_are_out(store_path):
+    """Run them, then the Lab's Compare it (a new ?runs= link) while the form's runs were out: the link was
+    ignored until they all finished, and the page showed the form's runs, not the one the user asked for. Now
+    the link's runs are shown, and the form's runs join them as they finish."""
+    from leakdemo.dashboard.pool import RunHandle
+    g = open_gallery()
+    at = page(runs="g1")
+    out = RunHandle(scenario=from_preset("dlg"), status="running")
+    at.session_state["c_pending"] = [("dp-gaussian", out)]
+    at.session_state["c_order"] = ["dp-gaussian"]
+    at.run()
+    at.query_params["runs"] = "g3"  # the Lab's link arrives
+    at.run()
+    assert not at.exception
+    assert at.multiselect(key="c_runs").value == ["g3"]
+    run = g.load(2)
+    out.status = "finished"
+    out.task_result = [{"record": {"key": "k", "scenario": run.scenario, "started": run.started,
+                                   "finished": run.finished, "keyframes": run.keyframes}}]
+    at.run()
+    assert not at.exception and not at.session_state["c_pending"]
+    assert at.multiselect(key="c_runs").value == ["g3", "r1"]

@@ -137,12 +137,12 @@ def run_refs(asked: list[str]) -> list[str]:
 def _init_from_query(choices: dict) -> None:
     # a list: `runs=g1&runs=g2` (as many sites write one) means `runs=g1,g2`, not the last alone
     wanted = run_refs(st.query_params.get_all("runs"))
-    # read again only when the link is new (the Lab's "Replay it" opens this page with its runs): a link this
-    # page wrote itself, or none (back from another page), leaves the picker as the user set it. (Compared with
-    # the picker, not the link last written, a run added in the picker was taken back at once: the link still
-    # named the runs before it.)
-    if "c_runs" in st.session_state and (wanted == st.session_state.get("c_link") or not wanted
-                                         or st.session_state.get("c_pending")):
+    # read again only when the link is new (the Lab's "Replay it" and "Compare it" open this page with their
+    # runs): a link this page wrote itself, or none (back from another page), leaves the picker as the user set
+    # it. (Compared with the picker, not the link last written, a run added in the picker was taken back at once:
+    # the link still named the runs before it.) The defenses form's runs still out join the new link's as they
+    # finish (its link was ignored until they all had: Compare it showed the form's runs, not the Lab's).
+    if "c_runs" in st.session_state and (wanted == st.session_state.get("c_link") or not wanted):
         return
     known = list(dict.fromkeys(w for w in wanted if w in choices))  # each run once, in the link's order
     bad = [w for w in wanted if w not in choices]
