@@ -118,6 +118,20 @@ def named_series(rows: list[dict], axes: list[str], base: dict | None = None) ->
     return out
 
 
+def has_epsilon(row: dict) -> bool:
+    """Whether a point has a formal ε (finite): only those have a place on an axis of ε (the undefended point,
+    and noise without clipping, have none)."""
+    eps = row.get("epsilon")
+    return isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps)
+
+
+def epsilon_title(base: dict | None) -> str:
+    """An axis of ε in words, with its δ where the sweep's scenario sets one."""
+    delta = (base or {}).get("dp_delta")
+    return f"formal ε (δ = {value_text(delta)}; lower is more private)" if delta else \
+        "formal ε (δ as set; lower is more private)"
+
+
 def knob_name(axis: str, base: dict | None) -> str | None:
     """The swept protocol knob's name in words ('batch size', 'local steps') when the sweep varies a knob of
     the protocol instead of a defense; None for a defense's sweep. The charts are named after it."""
@@ -182,8 +196,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
     twin = left.twinx() if uname else None
     by_epsilon = x == "epsilon"
     if by_epsilon:  # only points with a formal guarantee have a place on this axis
-        series = [(n, [r for r in rs if isinstance(r.get("epsilon"), float) and math.isfinite(r["epsilon"])])
-                  for n, rs in series]
+        series = [(n, [r for r in rs if has_epsilon(r)]) for n, rs in series]
         series = [(n, sorted(rs, key=lambda r: r["epsilon"])) for n, rs in series if rs]
         numeric, log = True, True
         if not series:
@@ -219,7 +232,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
             left.minorticks_off()
     if key == "attack_accuracy":
         left.set_ylim(*SHARE_RANGE)
-    left.set_xlabel("ε (δ as set; lower is more private)" if by_epsilon else (axis_title(axes[0], base) if axes else ""))
+    left.set_xlabel(epsilon_title(base) if by_epsilon else (axis_title(axes[0], base) if axes else ""))
     left.set_ylabel(ylabel)
     if twin is not None:
         twin.set_ylabel(UTILITY_TITLES[uname], color="#555")

@@ -629,3 +629,31 @@ def test_the_page_says_what_a_run_would_warn_of_at_the_sweeps_points():
               iterations="100")
     assert [w.value for w in at.warning] == ["tv_dataset=SVHN changes nothing: it is read only when data=torchvision "
                                              "(here data=samples)"]
+
+
+def test_a_dp_sweep_draws_its_leakage_against_the_formal_epsilon_too(tmp_path, monkeypatch):
+    """DP's usual chart, which only the command line drew (--x-axis epsilon): the points with a formal ε placed at
+    it, the others said, each series in its own colour still; a sweep without an ε does not offer it."""
+    import json
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))
+    at = page()
+    x = at.segmented_control(key="t_x")
+    assert x.value == "strength" and x.options == ["noise σ", "formal ε"]
+    before = json.loads(at.get("plotly_chart")[0].proto.spec)
+    purple = next(t["line"]["color"] for t in before["data"] if t.get("name") == "clip norm = 4")
+    x.set_value("epsilon").run()
+    assert not at.exception
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["layout"]["title"]["text"] == "Leakage and utility by formal ε"
+    assert chart["layout"]["xaxis"]["title"]["text"] == "formal ε (δ = 1e-5; lower is more private)"
+    assert chart["layout"]["xaxis"]["type"] == "log"
+    attack = [t for t in chart["data"] if t.get("name") == "clip norm = 4" and t["line"].get("dash") is None]
+    assert len(attack) == 1 and attack[0]["line"]["color"] == purple  # the clipped series only, as purple as before
+    eps, psnr = attack[0]["x"], attack[0]["y"]
+    assert len(eps) == 8 and eps == sorted(eps) and 50 < eps[0] < 100 and eps[-1] > 1e9  # σ = 1: ε = 68.6
+    assert psnr[0] < 10 and psnr[-1] > 40  # more private (lower ε): less recovered
+    assert any(c.value.startswith("8 of 16 defended points have a formal ε") for c in at.caption)
+    at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()  # pruning: no formal guarantee, no choice
+    assert not at.exception and not at.segmented_control
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "ε" not in chart["layout"]["xaxis"]["title"]["text"]

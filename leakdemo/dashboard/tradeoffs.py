@@ -21,9 +21,9 @@ from ..scenario import did_you_mean, likeliest, load, presets
 from ..store import open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import meant_sweeps, sweeps
-from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, equations_line, knob_name, named_series,
-                        one_figure_line, plain, point_words, privacy_key, shown_table, strip_caption, strip_series,
-                        sweep_csv, utility_range)
+from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, epsilon_title, equations_line, has_epsilon,
+                        knob_name, named_series, one_figure_line, plain, point_words, privacy_key, shown_table,
+                        strip_caption, strip_series, sweep_csv, utility_range)
 from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
@@ -279,17 +279,25 @@ RECOGNISABLE = "20 dB: recognisable"  # the 20 dB line's label where it fits
 
 
 def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int | None = None,
-                    char_px: int | None = None, base: dict | None = None, planned: tuple = ()) -> go.Figure:
+                    char_px: int | None = None, base: dict | None = None, planned: tuple = (),
+                    by_epsilon: bool = False) -> go.Figure:
     """Leakage (left axis) and utility (right axis) against the swept strength: where the knee is. plot_px and
     char_px: the plot's width and a label character's, where the chart is drawn (a half-width chart on a
     laptop unless told; the presenter's spans a projector). base: the sweep's scenario, which names the axes
     in words ('noise σ (dp_sigma)', 'clip norm off'). planned: the swept values, which frame the axis while only
-    the undefended point is in (plotly's empty log axis ran from 1 to 1M)."""
+    the undefended point is in (plotly's empty log axis ran from 1 to 1M). by_epsilon: against the points'
+    formal ε instead (those that have one: DP's usual chart), on a log axis."""
+    # each series keeps its colour when some have no place (against ε, 'clip norm = 4' stays purple)
+    names = [name for name, _ in named_series(rows, axes, base)]
+    if by_epsilon:  # each point placed at its ε: the lines, labels and ticks below need nothing else
+        rows = [r if r["undefended"] else {**r, axes[0]: r["epsilon"]} for r in rows
+                if r["undefended"] or has_epsilon(r)]
+        log, planned = True, ()
     key = privacy_key(rows)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     clean = next((r for r in rows if r["undefended"]), None)
-    for i, (name, rs) in enumerate(named_series(rows, axes, base)):
-        color = COLORS[i % len(COLORS)]
+    for name, rs in named_series(rows, axes, base):
+        color = COLORS[names.index(name) % len(COLORS)]
         xs = [r.get(axes[0]) for r in rs]
         # several series: one legend entry each, by colour (the subtitle tells solid from dashed); four entries
         # of "leakage dp_clip=0.0"… ran over each other on a 1024-px laptop
@@ -332,13 +340,15 @@ def strength_figure(rows: list[dict], axes: list[str], log: bool, plot_px: int |
     ticks = _strength_ticks(swept, log)
     if frame:
         ticks["range"] = list(frame)
-    fig.update_xaxes(title_text=axis_title(axes[0], base), type="log" if log else None, **ticks)
+    fig.update_xaxes(title_text=epsilon_title(base) if by_epsilon else axis_title(axes[0], base),
+                     type="log" if log else None, **ticks)
     fig.update_yaxes(title_text="attack accuracy" if key == "attack_accuracy" else "PSNR, dB (median)",
                      secondary_y=False, range=[lo, hi])
     fig.update_yaxes(title_text=UTILITY_TITLES[uname], secondary_y=True, range=utility_range(rows, uname),
                      tickmode="auto", showgrid=False)  # its own round ticks, not the leakage grid's
     # short enough for a half-width chart on a 1024-px laptop ("… against the defense's strength" ran past it)
-    fig.update_layout(title=dict(text=f"Leakage and utility by {knob_name(axes[0], base) or 'strength'}",
+    by = "formal ε" if by_epsilon else knob_name(axes[0], base) or "strength"
+    fig.update_layout(title=dict(text=f"Leakage and utility by {by}",
                                  subtitle=dict(text=subtitle)),
                       height=420, margin=dict(l=10, r=10, t=70 + 14 * subtitle.count("<br>"), b=10),
                       legend=dict(orientation="h", y=-0.25))
@@ -755,13 +765,15 @@ def sweep_panel(pace) -> None:
         st.warning(failures, icon=":material/warning:")
     if rows:
         axes, log = st.session_state.get("t_axes", ([], False))
+        by_epsilon = _against_epsilon(rows, axes, job.sweep.base.params)
         # figures are rebuilt only when a point changes: the panel polls every second, and on a 2-core
         # machine the server's CPU is the sweep's CPU
-        version = (id(job), tuple((r["index"], r["runs"]) for r in rows), job.status)
+        version = (id(job), tuple((r["index"], r["runs"]) for r in rows), job.status, by_epsilon)
         memo = st.session_state.get("t_fig_memo")
         if memo is None or memo[0] != version:
             base = job.sweep.base.params
-            memo = (version, strength_figure(rows, axes, log, base=base, planned=job.sweep.axes[0].values),
+            memo = (version, strength_figure(rows, axes, log, base=base, planned=job.sweep.axes[0].values,
+                                             by_epsilon=by_epsilon),
                     tradeoff_figure(rows, axes, base))
             side_by_side(memo[1], memo[2])
             st.session_state["t_fig_memo"] = memo
@@ -781,6 +793,27 @@ def sweep_panel(pace) -> None:
         _table(rows, axes, job)
     if (None if job.done else POLL_SECONDS) != pace:
         st.rerun()
+
+
+def _against_epsilon(rows: list[dict], axes: list[str], base: dict) -> bool:
+    """Whether the leakage chart is drawn against the formal ε: offered once a point has one (noise on a clipped
+    payload), as the command line's --x-axis epsilon draws it — DP's usual chart, which the page lacked."""
+    placed = sum(1 for r in rows if not r["undefended"] and has_epsilon(r))
+    if not placed or not axes:
+        return False
+    strength = knob_name(axes[0], base) or catalog.param_label(base, axes[0])  # "noise σ"
+    pick = st.segmented_control("Leakage and utility against", ["strength", "epsilon"], key="t_x", required=True,
+                                default="strength", persist_state=KEEP,
+                                format_func=lambda x: strength if x == "strength" else "formal ε",
+                                help="The formal ε of each point's (ε, δ) guarantee, from Opacus's accountant: "
+                                     "only noise on a clipped payload has one.")
+    if pick != "epsilon":
+        return False
+    defended = sum(1 for r in rows if not r["undefended"])
+    if placed < defended:
+        st.caption(f"{placed} of {plural(defended, 'defended point')} have a formal ε, and are placed at it; the "
+                   "others (noise without clipping) have none. The undefended run is the dotted line.")
+    return True
 
 
 def _one_utility(job: SweepJob) -> bool:
