@@ -681,6 +681,17 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     page.get_by_role("button", name="Run sweep").click()
     page.get_by_text("Finished: 3/3 runs (3 from the run store)").wait_for(timeout=60_000)
     print(f"sweep again from the store: {time.perf_counter() - t1:.1f} s")
+    # and on a projector: the custom sweep as a presenter scene, the link holding it (only built-in ones could be)
+    href = page.get_by_role("link", name="Present this chart").get_attribute("href")
+    assert href.startswith("./?present=1&scenes=sweep:custom:"), href
+    talk = new_page(browser, "present-custom-sweep", (1280, 720))
+    talk.goto(f"{server}/{href[2:]}")
+    talk.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=60_000)
+    line = talk.locator(".ld-why").first.inner_text()
+    assert line.startswith("DLG against Gaussian noise") and "scene 1 of 1" in line, line
+    assert "Ignored from the link" not in talk.content() and "lacks" not in talk.inner_text("body")
+    assert_no_traceback(talk)
+    talk.close()
     assert_no_traceback(page)
     page.close()
 

@@ -657,3 +657,35 @@ def test_a_dp_sweep_draws_its_leakage_against_the_formal_epsilon_too(tmp_path, m
     assert not at.exception and not at.segmented_control
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert "ε" not in chart["layout"]["xaxis"]["title"]["text"]
+
+
+def test_a_sweep_is_presented_from_its_own_link_custom_ones_too(tmp_path, monkeypatch):
+    """Present this chart: a built-in sweep by name; a custom one carried whole in the scene's code (the presenter
+    offered only the built-in ones), read back as the page would check it; a code that does not read is refused."""
+    from leakdemo.dashboard.tradeoffs import custom_sweep, presenter_code
+    from leakdemo.errors import LeakdemoError
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))
+    at = page()
+    links = [(b.proto.label, b.proto.url) for b in at.get("link_button")]
+    assert ("Present this chart", "./?present=1&scenes=sweep:sweep-dp-dlg") in links
+    spec = {"sweep": "custom", "preset": "idlg", "defense": "prune", "vary": "prune_ratio=0.3,0.6,0.9", "seeds": 2,
+            "image_size": "16"}
+    code = presenter_code(spec)
+    assert code.startswith("sweep:custom:") and "," not in code and "&" not in code  # one scene in the link's list
+    s = custom_sweep(code.split(":", 2)[2])
+    assert (s.base, s.vary, s.seeds) == ("idlg", ["prune_ratio=0.3,0.6,0.9"], 2)
+    assert s.set == {"image_size": "16", "defense": "prune"} and s.title.startswith("iDLG against magnitude pruning")
+    with pytest.raises(LeakdemoError, match="not a custom sweep's code"):
+        custom_sweep("bm90IGpzb24")  # "not json"
+    bad = presenter_code({**spec, "vary": "prune_ratio=2"})  # out of range: the page's own message
+    with pytest.raises(LeakdemoError, match="prune_ratio"):
+        custom_sweep(bad.split(":", 2)[2])
+    # the presenter: its scene titled from the code, and what to do while the store lacks its runs
+    show = AppTest.from_file(os.path.join(os.path.dirname(PAGE), "4_Present.py"), default_timeout=120)
+    show.query_params["scenes"] = f"{code},sweep:custom:xyz"
+    show.run()
+    assert not show.exception
+    assert any("sweep:custom:xyz (no such scene here)" in w.value for w in show.warning)
+    assert any(m.value.startswith('<div class="ld-why">iDLG against magnitude pruning') for m in show.markdown)
+    assert any("The run store lacks 8 runs of this sweep" in i.value for i in show.info), [i.value for i in show.info]
+    assert show.multiselect(key="p_pick").value == [code]

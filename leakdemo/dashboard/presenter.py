@@ -75,6 +75,21 @@ def scene_choices(rows: list[dict], store=None) -> dict[str, str]:
     return out
 
 
+def custom_sweep_choices(codes: list[str]) -> dict[str, str]:
+    """The custom sweeps among the scene codes (`sweep:custom:…`, from the Trade-offs page's "Present this chart"):
+    each carries its sweep, so the chooser offers those the talk holds; a code that does not read is left out,
+    and reported as no such scene."""
+    from .tradeoffs import CUSTOM, custom_sweep
+    out = {}
+    for code in codes:
+        if code.startswith(f"sweep:{CUSTOM}:"):
+            try:
+                out[code] = f"Trade-off chart: {custom_sweep(code.split(':', 2)[2]).title}"
+            except LeakdemoError:
+                pass
+    return out
+
+
 def default_scenes(rows: list[dict], choices: dict) -> list[str]:
     """The showcases in order, one live attack, then what a defense costs."""
     codes = [f"g{r['id']}" for r in rows] + [f"live:{n}" for n in DEFAULT_LIVE] + [f"sweep:{n}" for n in DEFAULT_SWEEPS]
@@ -193,6 +208,8 @@ def main() -> None:
     except LeakdemoError:  # an unreadable store: Compare says why; the talk goes on without its runs
         store = None
     choices = scene_choices(rows, store)
+    choices.update(custom_sweep_choices(st.session_state.get("p_scenes") or
+                                        run_refs(st.query_params.get_all("scenes"))))
     _init(rows, choices)
     if st.session_state.get("p_problem"):
         # kept until Back, Next or the chooser: the replay's closing rerun would otherwise take it away at once
@@ -415,8 +432,9 @@ def sweep_scene(name: str, choices: dict) -> None:
     gallery's recording (sweep-dp-dlg ships there); otherwise it says what to run."""
     from ..sweeps import sweeps
     from ..tradeoff import equations_per_point, knob_name, one_figure_line
-    from .tradeoffs import LINE_STYLES, strength_figure
-    spec = sweeps()[name]
+    from .tradeoffs import CUSTOM, LINE_STYLES, custom_sweep, strength_figure
+    # a custom sweep's code carries it, checked when the scene list was read
+    spec = custom_sweep(name.split(":", 1)[1]) if name.startswith(f"{CUSTOM}:") else sweeps()[name]
     memo = st.session_state.setdefault("p_sweep_rows", {})
     if name not in memo:
         memo[name] = _sweep_rows(spec)

@@ -4,6 +4,7 @@ Layout and widgets only: the grid, scoring, utility and ε are leakdemo.sweep's;
 server's shared worker pool (sweep_job.py); finished runs come from the run store at once."""
 from __future__ import annotations
 
+import base64
 import json
 import math
 from urllib.parse import urlencode
@@ -261,6 +262,35 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     axes = [parse_axis(spec["vary"], base, said_as="Vary")]  # the command line's --vary is this page's Vary box
     title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning · …"
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
+
+
+def presenter_code(spec: dict) -> str:
+    """This page's sweep as a presenter scene: a built-in one by name (`sweep:sweep-dp-dlg`); a custom one carried
+    whole in the code (`sweep:custom:…`, its settings as URL-safe base64 JSON: a talk's bookmark holds it, and no
+    comma of its range splits the link's list of scenes)."""
+    if spec["sweep"] != CUSTOM:
+        return f"sweep:{spec['sweep']}"
+    blob = json.dumps({k: str(v) for k, v in spec.items() if k != "sweep"}, sort_keys=True, separators=(",", ":"))
+    return f"sweep:{CUSTOM}:" + base64.urlsafe_b64encode(blob.encode()).decode().rstrip("=")
+
+
+def custom_sweep(tail: str):
+    """The SweepSpec of a custom sweep's scene code (what follows `sweep:custom:`), checked as this page checks
+    its sidebar; LeakdemoError says what is wrong."""
+    from ..sweeps import SweepSpec
+    try:
+        spec = json.loads(base64.urlsafe_b64decode(tail + "=" * (-len(tail) % 4)))
+        if not isinstance(spec, dict) or not {"preset", "defense", "vary", "seeds"} <= set(spec):
+            raise ValueError
+        spec = {"sweep": CUSTOM, **{k: str(v) for k, v in spec.items()}, "seeds": int(spec["seeds"])}
+    except (ValueError, TypeError):  # binascii.Error is a ValueError
+        raise LeakdemoError("not a custom sweep's code (copy the link from the Trade-offs page again)") from None
+    if spec["preset"] not in presets():
+        raise LeakdemoError(f"preset={spec['preset']!r} (unknown)")
+    _, title, _ = build(spec)
+    extra = {k: v for k, v in spec.items() if k not in SPEC_KEYS}
+    return SweepSpec(CUSTOM, title, "", spec["preset"], {**extra, "defense": spec["defense"]}, [spec["vary"]],
+                     spec["seeds"])
 
 
 def _store():
@@ -789,6 +819,7 @@ def sweep_panel(pace) -> None:
         picked = right.plotly_chart(memo[2], key="t_tradeoff", on_select="rerun",
                                     selection_mode="points", config={"displayModeBar": False})
         _picked_point(rows, picked, job)
+        _present_link(job)
         _strip(rows, axes, job.sweep.base.params)
         _table(rows, axes, job)
     if (None if job.done else POLL_SECONDS) != pace:
@@ -814,6 +845,19 @@ def _against_epsilon(rows: list[dict], axes: list[str], base: dict) -> bool:
         st.caption(f"{placed} of {plural(defended, 'defended point')} have a formal ε, and are placed at it; the "
                    "others (noise without clipping) have none. The undefended run is the dotted line.")
     return True
+
+
+def _present_link(job: SweepJob) -> None:
+    """The finished sweep's chart as a presenter scene, in a tab of its own: a custom sweep too, which the
+    presenter could not show before (its chooser lists the built-in ones)."""
+    spec = getattr(job, "spec", None)
+    if job.status != "finished" or spec is None:
+        return
+    st.link_button("Present this chart", f"./?present=1&scenes={presenter_code(spec)}",
+                   icon=":material/present_to_all:",
+                   help="Opens the chart full screen for a projector, in a new tab (presenter mode); the link "
+                        "holds this sweep, so a talk's bookmark keeps it. Drawn from the run store: the runs "
+                        "of this sweep stay there.")
 
 
 def _one_utility(job: SweepJob) -> bool:
