@@ -682,10 +682,12 @@ def test_a_sweep_is_presented_from_its_own_link_custom_ones_too(tmp_path, monkey
         custom_sweep(bad.split(":", 2)[2])
     # the presenter: its scene titled from the code, and what to do while the store lacks its runs
     show = AppTest.from_file(os.path.join(os.path.dirname(PAGE), "4_Present.py"), default_timeout=120)
-    show.query_params["scenes"] = f"{code},sweep:custom:xyz"
+    show.query_params["scenes"] = f"{code},sweep:custom:xyz,{bad}"
     show.run()
     assert not show.exception
-    assert any("sweep:custom:xyz (no such scene here)" in w.value for w in show.warning)
+    warned = " ".join(w.value for w in show.warning)
+    assert "scenes=sweep:custom:xyz… (a custom sweep this version cannot draw: not a custom sweep's code" in warned
+    assert "(a custom sweep this version cannot draw: prune_ratio" in warned, warned
     assert any(m.value.startswith('<div class="ld-why">iDLG against magnitude pruning') for m in show.markdown)
     assert any("The run store lacks 8 runs of this sweep" in i.value for i in show.info), [i.value for i in show.info]
     assert show.multiselect(key="p_pick").value == [code]

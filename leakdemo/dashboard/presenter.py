@@ -90,6 +90,18 @@ def custom_sweep_choices(codes: list[str]) -> dict[str, str]:
     return out
 
 
+def _why_not(code: str) -> str | None:
+    """Why a custom sweep's scene code cannot be drawn (a setting this version refuses); None for other codes."""
+    from .tradeoffs import CUSTOM, custom_sweep
+    if not code.startswith(f"sweep:{CUSTOM}:"):
+        return None
+    try:
+        custom_sweep(code.split(":", 2)[2])
+    except LeakdemoError as e:
+        return f"a custom sweep this version cannot draw: {e}"
+    return None
+
+
 def default_scenes(rows: list[dict], choices: dict) -> list[str]:
     """The showcases in order, one live attack, then what a defense costs."""
     codes = [f"g{r['id']}" for r in rows] + [f"live:{n}" for n in DEFAULT_LIVE] + [f"sweep:{n}" for n in DEFAULT_SWEEPS]
@@ -103,7 +115,10 @@ def _init(rows: list[dict], choices: dict) -> None:
     # `scenes=g1&scenes=g2` is the list g1,g2, as on Compare
     asked = run_refs(st.query_params.get_all("scenes"))  # `12`: your run 12, as on Compare
     bad = [c for c in asked if c not in choices]
+    unread = {c: _why_not(c) for c in bad if _why_not(c)}  # a custom sweep's code that names what is wrong
+    bad = [c for c in bad if c not in unread]
     problems = [f"scenes={','.join(bad)} (no such scene here)"] if bad else []
+    problems += [f"scenes={c[:24]}… ({why})" for c, why in unread.items()]
     scenes = st.session_state["p_scenes"] = [c for c in asked if c in choices] or default_scenes(rows, choices)
     asked_scene = st.query_params.get("scene", "1")
     try:
