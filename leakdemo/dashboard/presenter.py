@@ -75,31 +75,19 @@ def scene_choices(rows: list[dict], store=None) -> dict[str, str]:
     return out
 
 
-def custom_sweep_choices(codes: list[str]) -> dict[str, str]:
+def custom_sweeps(codes: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     """The custom sweeps among the scene codes (`sweep:custom:…`, from the Trade-offs page's "Present this chart"):
-    each carries its sweep, so the chooser offers those the talk holds; a code that does not read is left out,
-    and reported as no such scene."""
+    each carries its sweep, so the chooser offers those the talk holds — (code -> what the chooser says, code ->
+    why this version cannot draw it: a setting it refuses, said rather than "no such scene")."""
     from .tradeoffs import CUSTOM, custom_sweep
-    out = {}
+    out, unread = {}, {}
     for code in codes:
         if code.startswith(f"sweep:{CUSTOM}:"):
             try:
                 out[code] = f"Trade-off chart: {custom_sweep(code.split(':', 2)[2]).title}"
-            except LeakdemoError:
-                pass
-    return out
-
-
-def _why_not(code: str) -> str | None:
-    """Why a custom sweep's scene code cannot be drawn (a setting this version refuses); None for other codes."""
-    from .tradeoffs import CUSTOM, custom_sweep
-    if not code.startswith(f"sweep:{CUSTOM}:"):
-        return None
-    try:
-        custom_sweep(code.split(":", 2)[2])
-    except LeakdemoError as e:
-        return f"a custom sweep this version cannot draw: {e}"
-    return None
+            except LeakdemoError as e:
+                unread[code] = f"a custom sweep this version cannot draw: {e}"
+    return out, unread
 
 
 def default_scenes(rows: list[dict], choices: dict) -> list[str]:
@@ -108,17 +96,16 @@ def default_scenes(rows: list[dict], choices: dict) -> list[str]:
     return [c for c in codes if c in choices]
 
 
-def _init(rows: list[dict], choices: dict) -> None:
-    """The scene list and the current scene, from the link on a first visit (unknown codes reported, left out)."""
+def _init(rows: list[dict], choices: dict, unread: dict) -> None:
+    """The scene list and the current scene, from the link on a first visit (unknown codes reported, left out;
+    unread: custom sweeps' codes that cannot be drawn, and why)."""
     if "p_scenes" in st.session_state:
         return
     # `scenes=g1&scenes=g2` is the list g1,g2, as on Compare
     asked = run_refs(st.query_params.get_all("scenes"))  # `12`: your run 12, as on Compare
-    bad = [c for c in asked if c not in choices]
-    unread = {c: _why_not(c) for c in bad if _why_not(c)}  # a custom sweep's code that names what is wrong
-    bad = [c for c in bad if c not in unread]
+    bad = [c for c in asked if c not in choices and c not in unread]
     problems = [f"scenes={','.join(bad)} (no such scene here)"] if bad else []
-    problems += [f"scenes={c[:24]}… ({why})" for c, why in unread.items()]
+    problems += [f"scenes={c[:24]}… ({why})" for c, why in unread.items() if c in asked]
     scenes = st.session_state["p_scenes"] = [c for c in asked if c in choices] or default_scenes(rows, choices)
     asked_scene = st.query_params.get("scene", "1")
     try:
@@ -223,9 +210,9 @@ def main() -> None:
     except LeakdemoError:  # an unreadable store: Compare says why; the talk goes on without its runs
         store = None
     choices = scene_choices(rows, store)
-    choices.update(custom_sweep_choices(st.session_state.get("p_scenes") or
-                                        run_refs(st.query_params.get_all("scenes"))))
-    _init(rows, choices)
+    custom, unread = custom_sweeps(st.session_state.get("p_scenes") or run_refs(st.query_params.get_all("scenes")))
+    choices.update(custom)
+    _init(rows, choices, unread)
     if st.session_state.get("p_problem"):
         # kept until Back, Next or the chooser: the replay's closing rerun would otherwise take it away at once
         st.warning(f"Ignored from the link: {st.session_state['p_problem']}.", icon=":material/link_off:")
