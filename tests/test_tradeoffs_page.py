@@ -653,6 +653,21 @@ def test_a_dp_sweep_draws_its_leakage_against_the_formal_epsilon_too(tmp_path, m
     assert len(eps) == 8 and eps == sorted(eps) and 50 < eps[0] < 100 and eps[-1] > 1e9  # σ = 1: ε = 68.6
     assert psnr[0] < 10 and psnr[-1] > 40  # more private (lower ε): less recovered
     assert any(c.value.startswith("8 of 16 defended points have a formal ε") for c in at.caption)
+    # and on a projector as drawn here: the presenter's scene against ε too
+    links = [(b.proto.label, b.proto.url) for b in at.get("link_button")]
+    assert ("Present this chart", "./?present=1&scenes=sweep:sweep-dp-dlg@epsilon") in links
+    show = AppTest.from_file(os.path.join(os.path.dirname(PAGE), "4_Present.py"), default_timeout=120)
+    show.query_params["scenes"] = "sweep:sweep-dp-dlg@epsilon,sweep:sweep-prune-dlg@epsilon"
+    show.run()
+    assert not show.exception and not show.warning
+    assert show.title[0].value == "What a formal guarantee buys: leakage and utility by ε"
+    shown = json.loads(show.get("plotly_chart")[0].proto.spec)
+    assert shown["layout"]["xaxis"]["title"]["text"] == "formal ε (δ = 1e-5; lower is more private)"
+    assert [o for o in show.multiselect(key="p_pick").options if o.endswith("ε")] == [
+        "Trade-off chart: DLG against Gaussian noise on the gradient (FedSGD), with and without clipping, against the "
+        "formal ε", "Trade-off chart: DLG against gradient pruning (FedSGD), against the formal ε"]
+    show.button[1].click().run()  # Next: pruning has no ε, and says so
+    assert not show.exception and "No point of this sweep has a formal ε" in show.info[0].value
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()  # pruning: no formal guarantee, no choice
     assert not at.exception and not at.segmented_control
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)

@@ -28,6 +28,7 @@ LIVE_POLL = 0.5  # a live scene's frames while it runs
 QUEUED_POLL = 2.0  # while it waits for a worker
 DEFAULT_LIVE = ("dlg",)
 DEFAULT_SWEEPS = ("sweep-dp-dlg",)
+EPSILON = "@epsilon"  # a sweep scene's code ending in it: the chart against the formal ε
 BIG_FONT = 18  # a chart's text, read from the back of a room
 NOTE_REM = 6.5  # what a two-line note under a chart takes (its margins too): the chart gives it up
 CSS = """
@@ -75,18 +76,23 @@ def scene_choices(rows: list[dict], store=None) -> dict[str, str]:
     return out
 
 
-def custom_sweeps(codes: list[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """The custom sweeps among the scene codes (`sweep:custom:…`, from the Trade-offs page's "Present this chart"):
-    each carries its sweep, so the chooser offers those the talk holds — (code -> what the chooser says, code ->
-    why this version cannot draw it: a setting it refuses, said rather than "no such scene")."""
+def custom_sweeps(codes: list[str], choices: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """The sweep scenes among the codes that the chooser does not list by itself — custom sweeps (`sweep:custom:…`,
+    from the Trade-offs page's "Present this chart"), and any sweep's chart against the formal ε (`…@epsilon`):
+    each code carries its sweep, so the chooser offers those the talk holds. Returns (code -> what the chooser
+    says, code -> why this version cannot draw it: a setting it refuses, said rather than "no such scene")."""
     from .tradeoffs import CUSTOM, custom_sweep
     out, unread = {}, {}
     for code in codes:
-        if code.startswith(f"sweep:{CUSTOM}:"):
+        plain_code = code.removesuffix(EPSILON)
+        name = choices.get(plain_code)
+        if name is None and plain_code.startswith(f"sweep:{CUSTOM}:"):
             try:
-                out[code] = f"Trade-off chart: {custom_sweep(code.split(':', 2)[2]).title}"
+                name = f"Trade-off chart: {custom_sweep(plain_code.split(':', 2)[2]).title}"
             except LeakdemoError as e:
                 unread[code] = f"a custom sweep this version cannot draw: {e}"
+        if name is not None and plain_code.startswith("sweep:") and code not in choices:
+            out[code] = name + (", against the formal ε" if code.endswith(EPSILON) else "")
     return out, unread
 
 
@@ -210,7 +216,8 @@ def main() -> None:
     except LeakdemoError:  # an unreadable store: Compare says why; the talk goes on without its runs
         store = None
     choices = scene_choices(rows, store)
-    custom, unread = custom_sweeps(st.session_state.get("p_scenes") or run_refs(st.query_params.get_all("scenes")))
+    custom, unread = custom_sweeps(st.session_state.get("p_scenes") or run_refs(st.query_params.get_all("scenes")),
+                                   choices)
     choices.update(custom)
     _init(rows, choices, unread)
     if st.session_state.get("p_problem"):
@@ -435,6 +442,8 @@ def sweep_scene(name: str, choices: dict) -> None:
     from ..sweeps import sweeps
     from ..tradeoff import equations_per_point, knob_name, one_figure_line
     from .tradeoffs import CUSTOM, LINE_STYLES, custom_sweep, strength_figure
+    from ..tradeoff import has_epsilon
+    name, by_epsilon = name.removesuffix(EPSILON), name.endswith(EPSILON)  # the Trade-offs page's ε chart
     # a custom sweep's code carries it, checked when the scene list was read
     spec = custom_sweep(name.split(":", 1)[1]) if name.startswith(f"{CUSTOM}:") else sweeps()[name]
     memo = st.session_state.setdefault("p_sweep_rows", {})
@@ -444,14 +453,18 @@ def sweep_scene(name: str, choices: dict) -> None:
     knob = knob_name(axes[0].name, base) if axes else None  # a protocol knob's sweep (batch size): no defense
     # a knob the federation's training does not take leaves utility one figure: no trade-off to title
     title = (f"What the attack recovers, by {knob}" if one_utility else f"Privacy against utility, by {knob}") \
-        if knob else "What a defense costs: privacy against utility"
+        if knob else "What a formal guarantee buys: leakage and utility by ε" if by_epsilon \
+        else "What a defense costs: privacy against utility"
     _head(title, spec.title + (" · recorded with the gallery" if recorded else ""), choices)
+    if not problem and by_epsilon and not any(has_epsilon(r) for r in rows):
+        problem = "No point of this sweep has a formal ε: only Gaussian noise on a clipped payload gives one."
     if problem:
         st.info(problem)
         memo.pop(name)  # asked again next time: the sweep may have been run meanwhile
         return
     # the plot spans the projector: about 850 px at 1024×768, its labels' characters about half the font wide
-    fig = strength_figure(rows, [a.name for a in axes], axes[0].log, plot_px=850, char_px=BIG_FONT // 2, base=base)
+    fig = strength_figure(rows, [a.name for a in axes], axes[0].log, plot_px=850, char_px=BIG_FONT // 2, base=base,
+                          by_epsilon=by_epsilon)
     big, bigger = dict(size=BIG_FONT), dict(size=BIG_FONT + 4)  # the theme sizes each part: each is set here
     # no title (the scene's heading says it), so the key to solid and dashed lines heads the legend
     fig.update_layout(height=None, font=big, title=None, margin=dict(t=24),
@@ -465,7 +478,8 @@ def sweep_scene(name: str, choices: dict) -> None:
     if right and " (" in right:
         fig.update_yaxes(title_text=right.replace(" (", "<br>(", 1), secondary_y=True)
     fig.update_annotations(font=big)
-    _count_beside_each_value(fig, equations_per_point(axes[0].name, axes[0].values, base), axes[0].values)
+    if not by_epsilon:
+        _count_beside_each_value(fig, equations_per_point(axes[0].name, axes[0].values, base), axes[0].values)
     if one_utility:  # the chart gives the note below it room: at 1024×768 and 1280×720 it fell below the fold
         st.markdown(f'<style>[data-testid="stPlotlyChart"] {{height: calc(68vh - {NOTE_REM}rem) !important;}}</style>',
                     unsafe_allow_html=True)

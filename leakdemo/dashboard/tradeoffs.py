@@ -264,14 +264,15 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
 
 
-def presenter_code(spec: dict) -> str:
+def presenter_code(spec: dict, by_epsilon: bool = False) -> str:
     """This page's sweep as a presenter scene: a built-in one by name (`sweep:sweep-dp-dlg`); a custom one carried
     whole in the code (`sweep:custom:…`, its settings as URL-safe base64 JSON: a talk's bookmark holds it, and no
-    comma of its range splits the link's list of scenes)."""
+    comma of its range splits the link's list of scenes); `@epsilon` after either: its chart against the formal ε."""
+    tail = "@epsilon" if by_epsilon else ""
     if spec["sweep"] != CUSTOM:
-        return f"sweep:{spec['sweep']}"
+        return f"sweep:{spec['sweep']}{tail}"
     blob = json.dumps({k: str(v) for k, v in spec.items() if k != "sweep"}, sort_keys=True, separators=(",", ":"))
-    return f"sweep:{CUSTOM}:" + base64.urlsafe_b64encode(blob.encode()).decode().rstrip("=")
+    return f"sweep:{CUSTOM}:" + base64.urlsafe_b64encode(blob.encode()).decode().rstrip("=") + tail
 
 
 def custom_sweep(tail: str):
@@ -819,7 +820,7 @@ def sweep_panel(pace) -> None:
         picked = right.plotly_chart(memo[2], key="t_tradeoff", on_select="rerun",
                                     selection_mode="points", config={"displayModeBar": False})
         _picked_point(rows, picked, job)
-        _present_link(job)
+        _present_link(job, by_epsilon)
         _strip(rows, axes, job.sweep.base.params)
         _table(rows, axes, job)
     if (None if job.done else POLL_SECONDS) != pace:
@@ -847,13 +848,14 @@ def _against_epsilon(rows: list[dict], axes: list[str], base: dict) -> bool:
     return True
 
 
-def _present_link(job: SweepJob) -> None:
-    """The finished sweep's chart as a presenter scene, in a tab of its own: a custom sweep too, which the
-    presenter could not show before (its chooser lists the built-in ones)."""
+def _present_link(job: SweepJob, by_epsilon: bool) -> None:
+    """The finished sweep's chart as a presenter scene, in a tab of its own, as drawn here (against the strength
+    or the formal ε): a custom sweep too, which the presenter could not show before (its chooser lists the
+    built-in ones)."""
     spec = getattr(job, "spec", None)
     if job.status != "finished" or spec is None:
         return
-    st.link_button("Present this chart", f"./?present=1&scenes={presenter_code(spec)}",
+    st.link_button("Present this chart", f"./?present=1&scenes={presenter_code(spec, by_epsilon)}",
                    icon=":material/present_to_all:",
                    help="Opens the chart full screen for a projector, in a new tab (presenter mode); the link "
                         "holds this sweep, so a talk's bookmark keeps it. Drawn from the run store: the runs "
