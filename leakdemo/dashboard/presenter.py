@@ -151,17 +151,17 @@ def _leave() -> None:
     st.session_state["p_leaving"] = True
 
 
-def _left() -> bool:
-    """Leave for the Attack Lab if Exit was pressed. Opened as the Present page, that is the Lab page; opened with
-    ?present=1 (a tab of its own, or a talk's bookmark) the Lab is the same address without it."""
+def _leave_if_asked() -> None:
+    """Go to the Attack Lab if ✕ was pressed (both ways end this run of the page). Opened as the Present page,
+    that is the Lab page; opened with ?present=1 (a tab of its own, or a talk's bookmark) the Lab is the same
+    address without it."""
     if not st.session_state.pop("p_leaving", False):
-        return False
+        return
     if st.query_params.get("present") == "1":
         st.query_params.clear()
         st.rerun()
     from .lab import page
     st.switch_page(page())
-    return True
 
 
 def _nav(where, choices: dict) -> None:
@@ -201,8 +201,7 @@ def _head(title: str, line: str, choices: dict) -> None:
 
 
 def main() -> None:
-    if _left():
-        return
+    _leave_if_asked()
     st.markdown(CSS, unsafe_allow_html=True)
     run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     try:

@@ -268,7 +268,8 @@ def presenter_code(spec: dict, by_epsilon: bool = False) -> str:
     """This page's sweep as a presenter scene: a built-in one by name (`sweep:sweep-dp-dlg`); a custom one carried
     whole in the code (`sweep:custom:…`, its settings as URL-safe base64 JSON: a talk's bookmark holds it, and no
     comma of its range splits the link's list of scenes); `@epsilon` after either: its chart against the formal ε."""
-    tail = "@epsilon" if by_epsilon else ""
+    from .presenter import EPSILON
+    tail = EPSILON if by_epsilon else ""
     if spec["sweep"] != CUSTOM:
         return f"sweep:{spec['sweep']}{tail}"
     blob = json.dumps({k: str(v) for k, v in spec.items() if k != "sweep"}, sort_keys=True, separators=(",", ":"))
