@@ -151,6 +151,12 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
     # named by this page's box, not the command line's option ("--vary: expected …")
     ("dp_sigma 0.1,1", "Vary: expected NAME=LOW..HIGH:N or NAME=a,b,c, got 'dp_sigma 0.1,1'"),
     ("DP_SIGMA=0.1,1", "DP_SIGMA: is not a parameter of this scenario (did you mean dp_sigma?); the defense's: "),
+    # a second range after ';' is a grid's other axis: one line per value, so few of them, and another parameter
+    ("dp_sigma=1e-4..1:3; dp_sigma=0.1,1", "vary: dp_sigma is given twice; the second range varies another"),
+    ("dp_sigma=1e-4..1:3; dp_clip=1..32:6", "dp_clip: the second range draws one line per value: at most 5 values, got 6"),
+    ("dp_sigma=1e-4..1:20; dp_clip=1,2,4,8", "vary: 20 × 4 = 80 points; at most 64"),
+    ("dp_sigma=1e-4..1:3; dp_clip=1,4; lr=1,2", "vary: at most two ranges, separated by ';'"),
+    ("dp_sigma=1e-4..1:3; clip=1,4", "clip: is not a parameter of this scenario (did you mean dp_clip?)"),
 ])
 def test_a_bad_range_names_the_parameter_and_disables_run(vary, message):
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
@@ -706,3 +712,25 @@ def test_a_sweep_is_presented_from_its_own_link_custom_ones_too(tmp_path, monkey
     assert any(m.value.startswith('<div class="ld-why">iDLG against magnitude pruning') for m in show.markdown)
     assert any("The run store lacks 8 runs of this sweep" in i.value for i in show.info), [i.value for i in show.info]
     assert show.multiselect(key="p_pick").value == [code]
+
+
+def test_a_second_range_sweeps_a_grid_as_the_command_line_does(tmp_path, monkeypatch):
+    """Which clip norm, at which noise: the command line took a second --vary and drew one line per value, the
+    page only one range. A second range after ';' is that grid, here and in the presenter's scene of it."""
+    from leakdemo.dashboard.tradeoffs import build, custom_sweep, presenter_code
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))
+    vary = "dp_sigma=1e-4..1:3; dp_clip=0,4"
+    at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary=vary, seeds="2")
+    assert not at.exception and not at.error and not at.button[0].disabled
+    assert "7 points (the undefended one included) × 2 seeds = 14 runs" in texts(at)
+    assert "`dp_clip` ∈ {0, 4}" in texts(at)
+    spec = {"sweep": "custom", "preset": "dlg", "defense": "dp-gaussian", "vary": vary, "seeds": 2}
+    sweep, title, _ = build(spec)
+    assert [a.name for a in sweep.axes] == ["dp_sigma", "dp_clip"] and title.startswith("DLG against Gaussian noise")
+    assert sorted({(pt.values.get("dp_sigma"), pt.values.get("dp_clip")) for pt in sweep.points if not pt.undefended}) \
+        == [(s, c) for s in (0.0001, 0.01, 1.0) for c in (0.0, 4.0)]
+    # a protocol's knobs make a grid too, without a defense
+    knobs, _, _ = build({**spec, "defense": "none", "vary": "batch_size=1,2,4; warmup_steps=0,100"})
+    assert [(a.name, len(a.values)) for a in knobs.axes] == [("batch_size", 3), ("warmup_steps", 2)]
+    # Present this chart: the scene's code carries both ranges
+    assert custom_sweep(presenter_code(spec).split(":", 2)[2]).vary == ["dp_sigma=1e-4..1:3", "dp_clip=0,4"]

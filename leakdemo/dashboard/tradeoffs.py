@@ -35,7 +35,9 @@ from .sweep_job import SweepJob, pool_runner
 
 CUSTOM = "custom"
 SPEC_KEYS = ("sweep", "preset", "defense", "vary", "seeds")
+VARY_SEPARATOR = ";"  # between the Vary box's two ranges
 DEFAULT_VARY = "dp_sigma=1e-4..1:6"  # the built-in DP sweep's range, where a link names none
+SECOND_RANGE_EXAMPLE = "dp_sigma=1e-4..1:6; dp_clip=1,4,16"  # the Vary box's help: a grid, as the Gaussian noise's
 POLL_SECONDS = 1.0
 WAIT_FOR_STORE = 3.0  # seconds Run waits for a sweep to finish before the page polls it
 MAX_SEEDS = 5
@@ -202,7 +204,9 @@ def _controls() -> dict:
     sb.text_input("Vary (NAME=LOW..HIGH:N or NAME=a,b,c)", value=str(held("t_vary", "")), key="t_vary",
                   persist_state=KEEP,
                   help=f"{whose}: {', '.join(names)}. Log-spaced where the catalog says so "
-                       f"(e.g. noise σ, batch size); 2 to {MAX_POINTS} points.")
+                       f"(e.g. noise σ, batch size); 2 to {MAX_POINTS} points. A second range after "
+                       f"'{VARY_SEPARATOR}' draws one line per value (at most {len(COLORS)}), e.g. "
+                       f"`{SECOND_RANGE_EXAMPLE}` under Gaussian noise: which clip norm, at which noise.")
     seeds = sb.slider("Seeds per point", 1, MAX_SEEDS, value=min(max(int(held("t_seeds", 1)), 1), MAX_SEEDS),
                       key="t_seeds", persist_state=KEEP)
     # the link's scenario values that fit this preset and defense; the others wait, should the user switch back
@@ -243,8 +247,36 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
         return Sweep(base, axes, seeds=s.seeds, store=store), s.title, s.description
     base = load(spec["preset"], {**{k: v for k, v in spec.items() if k not in SPEC_KEYS},
                                  "defense": spec["defense"]})
-    # a name the page cannot sweep is told in the page's terms (parse_axis lists all the CLI could sweep)
-    name, eq, _ = (t.strip() for t in spec["vary"].partition("="))
+    ranges = vary_ranges(spec["vary"])
+    if len(ranges) > 2:
+        raise ParamError("vary", f"at most two ranges, separated by '{VARY_SEPARATOR}' (the second draws one line "
+                                 f"per value); got {len(ranges)}")
+    for text in ranges:
+        _check_swept(text.partition("=")[0].strip(), "=" in text, spec, base)
+    axes = [parse_axis(text, base, said_as="Vary") for text in ranges]  # the command line's --vary, once or twice
+    if len(axes) == 2:
+        if axes[0].name == axes[1].name:
+            raise ParamError("vary", f"{axes[0].name} is given twice; the second range varies another parameter")
+        if len(axes[1].values) > len(COLORS):
+            raise ParamError(axes[1].name, f"the second range draws one line per value: at most {len(COLORS)} "
+                                           f"values, got {len(axes[1].values)}")
+        if len(axes[0].values) * len(axes[1].values) > MAX_POINTS:
+            raise ParamError("vary", f"{len(axes[0].values)} × {len(axes[1].values)} = "
+                                     f"{len(axes[0].values) * len(axes[1].values)} points; at most {MAX_POINTS}")
+    # "iDLG against magnitude pruning · …"; a second range is told in the lines' names
+    title = catalog.sweep_title(base.params, axes[0].name, spec["preset"], tuple(a.name for a in axes[1:]))
+    return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
+
+
+def vary_ranges(text: str) -> list[str]:
+    """The Vary box's ranges: one, or two separated by ';' — the second is a grid's other axis, drawn as one
+    line per value (`dp_sigma=1e-4..1:6; dp_clip=1,4,16`: which clip norm, at which noise), as a second --vary
+    is on the command line. An empty box is one empty range (its error says what to type)."""
+    return [t.strip() for t in text.split(VARY_SEPARATOR) if t.strip()] or [text]
+
+
+def _check_swept(name: str, eq: bool, spec: dict, base) -> None:
+    """A name the page cannot sweep is told in the page's terms (parse_axis lists all the CLI could sweep)."""
     knobs = {p.name: p for p in _sweepable("none", spec["preset"])}
     takes = catalog.params_for(base["protocol"], base["attack"], base["defense"])
 
@@ -259,9 +291,6 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
     if name and eq and name not in takes:
         own = [p.name for p in _sweepable(spec["defense"], spec["preset"])]
         raise ParamError(name, f"is not a parameter of this scenario{meant(own)}; the defense's: {', '.join(own)}")
-    axes = [parse_axis(spec["vary"], base, said_as="Vary")]  # the command line's --vary is this page's Vary box
-    title = catalog.sweep_title(base.params, axes[0].name, spec["preset"])  # "iDLG against magnitude pruning · …"
-    return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
 
 
 def presenter_code(spec: dict, by_epsilon: bool = False) -> str:
@@ -291,7 +320,7 @@ def custom_sweep(tail: str):
         raise LeakdemoError(f"preset={spec['preset']!r} (unknown)")
     _, title, _ = build(spec)
     extra = {k: v for k, v in spec.items() if k not in SPEC_KEYS}
-    return SweepSpec(CUSTOM, title, "", spec["preset"], {**extra, "defense": spec["defense"]}, [spec["vary"]],
+    return SweepSpec(CUSTOM, title, "", spec["preset"], {**extra, "defense": spec["defense"]}, vary_ranges(spec["vary"]),
                      spec["seeds"])
 
 
