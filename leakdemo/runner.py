@@ -23,7 +23,7 @@ from .crossings import Held
 from .device import device_name, resolve_device
 from .errors import LeakdemoError
 from .events import Failed, Finished, Progress, Started, Thinned
-from .scenario import Scenario
+from .scenario import Scenario, file_dict
 
 EVAL_INTERVAL = 0.1  # seconds between scored snapshots (every step when steps are slower)
 SCORING_SPACING = 8  # ... and at least this many times what one scoring took: scoring takes at most ~1/9 of the time
@@ -117,6 +117,11 @@ class Run:
             traceback.print_exc(file=sys.stderr)
             yield Failed(f"internal error ({e.__class__.__name__}: {e}); the details are in the server log")
 
+    def file_dict(self) -> dict:
+        """The scenario as its scenario.json holds it (with the uploaded photos' names: the store's copy, which
+        `runs export` writes, and the Lab's download say what a replay lacks)."""
+        return file_dict(self.scenario, [name for name, _ in self.uploads or []])
+
     def key(self) -> str:
         from .store import scenario_key
         return scenario_key(dict(self.scenario.params), device_name(self.scenario["device"]), self.uploads)
@@ -132,7 +137,7 @@ class Run:
     def _record(self, key: str, started: Started, finished: Finished) -> None:
         """Keep the run in the store; a store that fails now costs the record, never the result."""
         try:
-            self.stored_id = self.store.record(key, self.source, self.scenario.to_dict(), started, finished,
+            self.stored_id = self.store.record(key, self.source, self.file_dict(), started, finished,
                                                self.keyframes.items)
         except Exception as e:  # noqa: BLE001 — the record is a convenience, the result is what matters
             print(f"warning: the run was not recorded in the run store ({e})", file=sys.stderr)

@@ -315,8 +315,30 @@ def from_dict(d: Any, overrides: Mapping[str, Any] | None = None) -> Scenario:
                             f'{{"preset": NAME, "params": {{NAME: VALUE, …}}}} as `run --out` writes; got {got}')
     name = d.get("preset") or d.get("name") or "custom"
     sc = resolve(d["params"], overrides, preset=str(name))
-    note = format_note(d)
-    return replace(sc, warnings=(note, *sc.warnings)) if note else sc
+    notes = tuple(n for n in (format_note(d), uploads_note(d)) if n)
+    return replace(sc, warnings=(*notes, *sc.warnings)) if notes else sc
+
+
+def file_dict(sc: Scenario, uploads: list[str] | None = None) -> dict:
+    """What a run's scenario.json holds: the scenario, and the names of the photos uploaded for it. The file
+    cannot hold the photos, and without their names a replay ran the data source's own images in silence, as
+    if it were the same run (uploads_note says so instead)."""
+    d = sc.to_dict()
+    if uploads:
+        d["uploads"] = list(uploads)
+    return d
+
+
+def uploads_note(d: dict) -> str | None:
+    """What replaying a file of a run on uploaded photos is told (None for any other file)."""
+    names = d.get("uploads")
+    if not names:
+        return None
+    names = [str(n) for n in names] if isinstance(names, list) else [str(names)]
+    shown = ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
+    return (f"uploads: this scenario ran on {plural(len(names), 'uploaded photo')} ({shown}), which its file does "
+            "not hold: without them it runs on the data source's own images (in the Attack Lab, upload them again "
+            "to replay it)")
 
 
 def format_note(d: dict) -> str | None:

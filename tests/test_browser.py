@@ -162,10 +162,17 @@ def test_upload_runs_on_the_users_image(server, browser, tmp_path):
     # the uploads replace the built-in photos: their box greys, and says so (it still read "coffee" as if in play)
     assert photos.locator("input").is_disabled()
     assert not page.get_by_text("photos uploaded; the run takes the first", exact=False).is_visible()  # one for one
+    # a link holds settings, not photos: the line said the link reproduced the run
+    assert page.get_by_text("1 private image (your upload), 16×16 px, seed 0. The link in the address bar keeps "
+                            "these settings, not your photos.", exact=False).is_visible()
     page.get_by_role("button", name="Run attack").click()
     page.get_by_text("Finished", exact=False).first.wait_for(timeout=120_000)
     assert "mine.png" in page.inner_text("body")
     assert "Showing the run last started" not in page.inner_text("body")  # the uploads it shows are the ones that ran
+    page.get_by_role("button", name="scenario.json").wait_for(timeout=30_000)
+    with page.expect_download(timeout=30_000) as download:  # its file names the photos it cannot hold
+        page.get_by_role("button", name="scenario.json").click()
+    assert json.loads(open(download.value.path(), encoding="utf-8").read())["uploads"] == ["mine.png"]
     # two photos for a batch of one: the run took the first and said nothing of the other
     second = tmp_path / "yours.png"
     Image.fromarray((img[::-1] * 255).astype(np.uint8)).save(second)
@@ -221,6 +228,13 @@ def test_a_scenario_file_that_is_not_one_gets_a_line_and_one_saved_by_notepad_lo
     box.set_input_files(str(notepad))
     page.get_by_text("Scenario loaded from file").wait_for(timeout=30_000)
     assert page.get_by_role("spinbutton", name="Iterations", exact=True).input_value() == "7"
+    # a run on uploaded photos: its file holds their names, not them, and the replay is not called exact
+    uploaded = tmp_path / "uploaded.json"
+    uploaded.write_text(json.dumps({"preset": "dlg", "params": {"iterations": 9}, "uploads": ["me.png"]}))
+    box.set_input_files(str(uploaded))
+    page.get_by_text("Scenario loaded from file: press Run attack to replay it.", exact=True).wait_for(timeout=30_000)
+    assert page.get_by_text("uploads: this scenario ran on 1 uploaded photo (me.png), which its file does not "
+                            "hold", exact=False).is_visible()
     assert_no_traceback(page)
     page.close()
 

@@ -20,7 +20,7 @@ from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upl
 from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
-from ..scenario import format_note, from_dict, presets, scenario_json
+from ..scenario import format_note, from_dict, presets, scenario_json, uploads_note
 from ..words import fixed, plural, small_figure, three_digits
 from . import state
 from .axes import RUN_FRAME, log_axis
@@ -159,10 +159,10 @@ def _on_scenario_file() -> None:
         st.session_state["preset"] = s.preset if s.preset in presets() else st.session_state["preset"]
         _push_to_widgets(s)
         # what the file alone says, under the note (the page says what its settings say, from the settings)
-        other_format = format_note(d)
-        st.session_state["loaded_warnings"] = [other_format] if other_format else []
+        notes = [n for n in (format_note(d), uploads_note(d)) if n]  # another format; photos the file lacks
+        st.session_state["loaded_warnings"] = notes
         st.session_state["loaded_note"] = ("Scenario loaded from file: press Run attack to replay it"
-                                           + ("." if other_format else " exactly."))
+                                           + ("." if notes else " exactly."))
     except (LeakdemoError, ValueError) as e:
         # one line that names the file once: the reader's own "scenario:" prefix would say it a third time
         # ("that file is not a leakdemo scenario (scenario: deep.json is not a scenario (…))"), and a file with
@@ -808,9 +808,16 @@ def run_buttons(scenario, problem, uploads) -> None:
                 what = f"{plural(scenario['clients'], 'client')} with {plural(scenario['batch_size'], 'private image')} each"
         defended = "" if scenario["defense"] == "none" else f", against {catalog.defense_phrase(scenario)}"
         head, tail = preset_words(scenario)
+        # a link holds settings, not photos: opened elsewhere, it ran the built-in ones and said it reproduced this
+        kept = (" The link in the address bar keeps these settings, not your photos." if uploads else
+                " The link in the address bar reproduces it.")
         c3.caption(f"Scenario: {head}{catalog.ATTACKS[scenario['attack']].short} on {model}"
-                   f"{defended}, {what}, {scenario['image_size']}×{scenario['image_size']} px, "
-                   f"seed {scenario['seed']}{tail}. The link in the address bar reproduces it.")
+                   f"{defended}, {what}{_yours(scenario) if uploads else ''}, "
+                   f"{scenario['image_size']}×{scenario['image_size']} px, seed {scenario['seed']}{tail}.{kept}")
+
+
+def _yours(scenario) -> str:
+    return " (your upload)" if catalog.private_images(scenario) == 1 else " (your uploads)"
 
 
 def preset_words(scenario) -> tuple[str, str]:

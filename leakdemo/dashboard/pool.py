@@ -15,6 +15,7 @@ the web server leaves: each worker's torch thread count follows the number of ru
 from __future__ import annotations
 
 import atexit
+import json
 import multiprocessing as mp
 import os
 import queue
@@ -170,9 +171,10 @@ class RunHandle:
 # ---------------------------------------------------------------- the worker process side
 
 
-def build_artifacts(scenario: Scenario, started: Started, fin: Finished, keyframes) -> dict:
+def build_artifacts(run, started: Started, fin: Finished) -> dict:
+    """The run's downloads: `run --out`'s files (its scenario.json naming any uploaded photos it ran on)."""
     from ..artifacts import run_files
-    return run_files(scenario.to_json(), started.originals, fin, keyframes)
+    return run_files(json.dumps(run.file_dict(), indent=2), started.originals, fin, run.keyframes.items)
 
 
 class JobControl:
@@ -323,7 +325,7 @@ def _worker_main(jobs, results, stop_job, threads, build_lock, busy) -> None:
                 if run.stored_id is not None:  # before the downloads: the page offers Compare once both are in
                     results.put((job_id, {"stored_id": run.stored_id}))
                 try:
-                    results.put((job_id, build_artifacts(scenario, started, ev, run.keyframes.items)))
+                    results.put((job_id, build_artifacts(run, started, ev)))
                 except Exception as e:  # downloads are a convenience: never lose the result over them
                     results.put((job_id, {"error": f"downloads unavailable ({e.__class__.__name__})"}))
         results.put((job_id, "done"))
