@@ -404,6 +404,21 @@ class RunStore:
                                    (kind, key, code_version())).fetchone()
         return None if row is None else json.loads(row[0])
 
+    def kept(self, kind: str, limit: int = 100) -> list[tuple[str, object]]:
+        """Every `kind` kept (this code version's; any version's where any_version), newest first, as (key, value):
+        the Trade-offs page's finished custom sweeps, for the presenter's chooser."""
+        with _closing(self._db()) as conn:
+            if self.any_version:
+                rows = conn.execute("SELECT key, value FROM cache WHERE kind = ? ORDER BY created DESC",
+                                    (kind,)).fetchall()
+            else:
+                rows = conn.execute("SELECT key, value FROM cache WHERE kind = ? AND code_version = ? "
+                                    "ORDER BY created DESC", (kind, code_version())).fetchall()
+        newest = {}
+        for k, v in rows:  # a key kept by several versions: its newest value, in its place
+            newest.setdefault(k, v)
+        return [(k, json.loads(v)) for k, v in list(newest.items())[:limit]]
+
     def keep(self, kind: str, key: str, value) -> None:
         with _closing(self._db()) as conn:
             conn.execute("INSERT OR REPLACE INTO cache (kind, key, code_version, created, value) VALUES (?, ?, ?, ?, ?)",

@@ -377,3 +377,18 @@ def test_a_run_on_uploaded_photos_says_so_in_its_file_and_its_replay_warns(tmp_p
     # a run on the source's own photos says nothing of the kind
     plain, _ = _run(store)
     assert "uploads" not in store.load(plain.stored_id).scenario and uploads_note(store.load(plain.stored_id).scenario) is None
+
+
+def test_kept_lists_this_code_versions_newest_first(tmp_path, monkeypatch):
+    """What the presenter's chooser lists of the user's finished sweeps: newest first, each once, and only what
+    this code version kept (an older version's sweep has no runs this version would draw)."""
+    import leakdemo.store as store_module
+    store = RunStore(str(tmp_path / "runs.sqlite"))
+    import time
+    for key, label in (("a", "a"), ("b", "b"), ("a", "a again")):
+        store.keep("presenter-sweep", f"sweep:custom:{key}", {"label": label})
+        time.sleep(0.01)  # each kept later than the one before, on any clock
+    store.keep("utility", "k", 0.5)
+    assert store.kept("presenter-sweep") == [("sweep:custom:a", {"label": "a again"}), ("sweep:custom:b", {"label": "b"})]
+    monkeypatch.setattr(store_module, "code_version", lambda: "another-version")
+    assert store.kept("presenter-sweep") == []

@@ -734,3 +734,33 @@ def test_a_second_range_sweeps_a_grid_as_the_command_line_does(tmp_path, monkeyp
     assert [(a.name, len(a.values)) for a in knobs.axes] == [("batch_size", 3), ("warmup_steps", 2)]
     # Present this chart: the scene's code carries both ranges
     assert custom_sweep(presenter_code(spec).split(":", 2)[2]).vary == ["dp_sigma=1e-4..1:3", "dp_clip=0,4"]
+
+
+def test_a_finished_custom_sweep_joins_the_presenters_chooser(tmp_path, monkeypatch):
+    """A talk built from one's own charts: each custom sweep came to the presenter only as a link of its own
+    (Present this chart), to be merged by hand. One that finishes is now in the chooser, against ε too."""
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))
+    present = os.path.join(os.path.dirname(PAGE), "4_Present.py")
+    before = AppTest.from_file(present, default_timeout=120).run()
+    assert not [o for o in before.multiselect(key="p_pick").options if o.startswith("Your")]
+    at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=0.01,1; dp_clip=0,4",
+              image_size="16", iterations="3")
+    at.button[0].click().run()  # Run sweep: a grid of two noises by two clip norms, and the undefended run
+    deadline = time.time() + 240
+    while time.time() < deadline and not any("Finished" in str(p.proto) for p in at.get("progress")):
+        time.sleep(1)
+        at.run()
+    assert not at.exception and at.get("plotly_chart")
+    at.session_state["t_job"].thread.join(timeout=30)  # offered on the sweep's thread, once it has finished
+    show = AppTest.from_file(present, default_timeout=120).run()
+    mine = [o for o in show.multiselect(key="p_pick").options if o.startswith("Your")]
+    named = ("Your trade-off chart: DLG against Gaussian noise (DP-style) · preset dlg · dp_sigma=0.01,1; dp_clip=0,4 "
+             "· image_size=16, iterations=3")  # its settings: another sweep of DLG under noise has the same title
+    assert mine == [named, named + ", against the formal ε"]
+    from leakdemo.dashboard.tradeoffs import presenter_code
+    show.multiselect(key="p_pick").set_value([presenter_code(at.session_state["t_job"].spec)]).run()
+    assert not show.exception and not show.info
+    assert show.title[0].value == "What a defense costs: privacy against utility"
+    import json
+    chart = json.loads(show.get("plotly_chart")[0].proto.spec)
+    assert {t.get("name") for t in chart["data"]} >= {"clip norm off", "clip norm = 4"}

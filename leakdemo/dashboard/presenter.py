@@ -9,6 +9,8 @@ trade-off chart from the run store (`sweep:sweep-dp-dlg`). The list is in the li
 Opened as the Present page, or with ?present=1 on the app's address (then the navigation is hidden too)."""
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 import streamlit as st
 
@@ -29,6 +31,7 @@ QUEUED_POLL = 2.0  # while it waits for a worker
 DEFAULT_LIVE = ("dlg",)
 DEFAULT_SWEEPS = ("sweep-dp-dlg",)
 EPSILON = "@epsilon"  # a sweep scene's code ending in it: the chart against the formal ε
+YOUR_SWEEPS = "presenter-sweep"  # the run store's kind for the Trade-offs page's finished custom sweeps
 BIG_FONT = 18  # a chart's text, read from the back of a room
 NOTE_REM = 6.5  # what a two-line note under a chart takes (its margins too): the chart gives it up
 CSS = """
@@ -73,6 +76,23 @@ def scene_choices(rows: list[dict], store=None) -> dict[str, str]:
     out.update(your_runs(store) if store is not None else {})
     out.update({f"live:{n}": f"Live: {p.title}" for n, p in presets().items() if p.standard})
     out.update({f"sweep:{n}": f"Trade-off chart: {s.title}" for n, s in sweeps().items()})
+    out.update(your_sweeps(store) if store is not None else {})
+    return out
+
+
+def your_sweeps(store) -> dict[str, str]:
+    """The custom sweeps finished on the Trade-offs page (the newest 50), each chart also against the formal ε
+    where it has one: code -> 'Your trade-off chart: …'. An unreadable store offers none (its runs say why)."""
+    out = {}
+    try:
+        kept = store.kept(YOUR_SWEEPS, limit=50)
+    except (LeakdemoError, sqlite3.Error):
+        return out
+    for code, value in kept:
+        title = f"Your trade-off chart: {value.get('label') or 'a custom sweep'}"
+        out[code] = title
+        if value.get("epsilon"):
+            out[code + EPSILON] = f"{title}, against the formal ε"
     return out
 
 
@@ -443,8 +463,13 @@ def sweep_scene(name: str, choices: dict) -> None:
     from .tradeoffs import CUSTOM, LINE_STYLES, custom_sweep, strength_figure
     from ..tradeoff import has_epsilon
     name, by_epsilon = name.removesuffix(EPSILON), name.endswith(EPSILON)  # the Trade-offs page's ε chart
-    # a custom sweep's code carries it, checked when the scene list was read
-    spec = custom_sweep(name.split(":", 1)[1]) if name.startswith(f"{CUSTOM}:") else sweeps()[name]
+    # a custom sweep's code carries it, checked when the scene list was read (or when the sweep finished)
+    try:
+        spec = custom_sweep(name.split(":", 1)[1]) if name.startswith(f"{CUSTOM}:") else sweeps()[name]
+    except LeakdemoError as e:
+        _head("A trade-off chart", "a custom sweep", choices)
+        st.info(f"This version cannot draw it: {e}. Next goes on to the next scene.")
+        return
     memo = st.session_state.setdefault("p_sweep_rows", {})
     if name not in memo:
         memo[name] = _sweep_rows(spec)

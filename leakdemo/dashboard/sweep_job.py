@@ -43,8 +43,10 @@ def pool_runner(pool, alive: Callable[[], bool] | None, in_flight: int):
 class SweepJob:
     """The page's view of one running sweep: rows by point, progress, ETA, and how it ended."""
 
-    def __init__(self, sweep: Sweep):
+    def __init__(self, sweep: Sweep, on_finished: Callable[[list[dict]], None] | None = None):
+        """on_finished(rows): called (on the sweep's thread) once the sweep has finished, not when stopped."""
         self.sweep = sweep
+        self.on_finished = on_finished
         self.rows: dict[int, dict] = {}
         self.status, self.error = "starting", None
         self.done_runs = self.total_runs = self.cached = 0
@@ -78,6 +80,8 @@ class SweepJob:
             for ev in self.sweep.events():
                 with self.lock:
                     self._apply(ev)
+            if self.status == "finished" and self.on_finished is not None:
+                self.on_finished(self.snapshot())
         except LeakdemoError as e:
             self.error, self.status = str(e), "failed"
         except Exception as e:  # noqa: BLE001 — an engine bug still reaches the page as one line

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import math
+import sqlite3
+import sys
 from urllib.parse import urlencode
 
 import numpy as np
@@ -691,7 +693,29 @@ def _start(spec: dict) -> None:
         return
     sweep.runner = pool_runner(run_pool(), tab_alive(), in_flight=run_pool().max_running)
     sweep.workers = run_pool().max_running  # the pool's runs at a time size its batches (Sweep.batch_size)
-    _show(SweepJob(sweep), title, spec)
+    _show(SweepJob(sweep, on_finished=_offer_to_the_presenter(spec, title, sweep.store)), title, spec)
+
+
+def _offer_to_the_presenter(spec: dict, title: str, store):
+    """A custom sweep that finishes whole joins the presenter's chooser ("Your trade-off chart: …"), kept in the
+    run store beside its runs: a talk is put together there from one's own charts (each came as a link of its own,
+    Present this chart, to be merged by hand). None for a built-in sweep, which the chooser lists anyway."""
+    if spec["sweep"] != CUSTOM or store is None:
+        return None
+    from .presenter import YOUR_SWEEPS
+    # two sweeps of one preset and defense share a title: the chooser tells them apart by their settings
+    settings = [spec["vary"], ", ".join(f"{k}={v}" for k, v in spec.items() if k not in SPEC_KEYS),
+                plural(int(spec["seeds"]), "seed") if int(spec["seeds"]) > 1 else ""]
+    label = " · ".join([title, *filter(None, settings)])
+
+    def keep(rows: list[dict]) -> None:  # on the sweep's thread: the store, never the page
+        if any(r.get("failed") for r in rows):  # the scene draws a sweep whose every run is in the store
+            return
+        try:
+            store.keep(YOUR_SWEEPS, presenter_code(spec), {"label": label, "epsilon": any(map(has_epsilon, rows))})
+        except (LeakdemoError, sqlite3.Error) as e:
+            print(f"warning: the sweep was not offered to the presenter ({e})", file=sys.stderr)
+    return keep
 
 
 def _show(job: SweepJob, title: str, spec: dict) -> SweepJob:
