@@ -371,6 +371,8 @@ def test_a_run_on_uploaded_photos_says_so_in_its_file_and_its_replay_warns(tmp_p
     assert cli.main(["runs", "export", str(run.stored_id), str(tmp_path / "out")]) == 0
     exported = json.load(open(tmp_path / "out" / "scenario.json"))
     assert exported["uploads"] == ["me.png"]
+    # the run list (and Compare's picker) tells it from a run on the source's own photo
+    assert next(r for r in store.runs() if r["id"] == run.stored_id)["changes"] == {"image_size": 16, "iterations": 8, "uploads": "me.png"}
     capsys.readouterr()
     assert cli.main(["run", str(tmp_path / "out" / "scenario.json"), "--set", "iterations=2"]) == 0
     assert "warning: uploads: this scenario ran on 1 uploaded photo (me.png)" in capsys.readouterr().err
