@@ -80,13 +80,16 @@ class SweepJob:
             for ev in self.sweep.events():
                 with self.lock:
                     self._apply(ev)
-            if self.status == "finished" and self.on_finished is not None:
-                self.on_finished(self.snapshot())
         except LeakdemoError as e:
             self.error, self.status = str(e), "failed"
         except Exception as e:  # noqa: BLE001 — an engine bug still reaches the page as one line
             traceback.print_exc(file=sys.stderr)
             self.error, self.status = f"internal error ({e.__class__.__name__}: {e}); details in the server log", "failed"
+        if self.status == "finished" and self.on_finished is not None:
+            try:
+                self.on_finished(self.snapshot())
+            except Exception:  # noqa: BLE001 — what follows a sweep never makes it a failed one
+                traceback.print_exc(file=sys.stderr)
 
     def _apply(self, ev) -> None:
         self.seconds = time.time() - self.t0
