@@ -969,3 +969,46 @@ def test_a_bar_s_label_keeps_off_the_curve_that_ends_along_it():
     height = LABEL_PX / PLOT_PX[1] * (hi - lo)
     a, b, y0, y1 = label_box(_label_spot(fig, "30 dB: recovered"), 30, "30 dB: recovered", height, CHAR_PX / PLOT_PX[0])
     assert _meets(list(zip(fig.data[0].x, fig.data[0].y)), a, b, y0 - height / 2, y1 + height / 2) == 0  # with room
+
+
+def test_a_browser_on_another_machine_never_reads_the_servers_disk(tmp_path, monkeypatch):
+    """A classroom's students open the teacher's dashboard from their laptops: `?data=folder&folder=/home/teacher/…`
+    showed the teacher's photos as the private data, and the source's messages listed the folder's files. Only a
+    browser on the server's machine reads any folder; others read only those the operator shares."""
+    from PIL import Image
+
+    from leakdemo.dashboard import server_disk, tradeoffs
+    from leakdemo.errors import ParamError
+    for name in ("shared", "private"):
+        (tmp_path / name).mkdir()
+        Image.fromarray(np.zeros((16, 16, 3), np.uint8)).save(tmp_path / name / "a.png")
+    at = lab(preset="dlg", data="folder", folder=str(tmp_path / "private"), image_size="16")
+    assert not at.error and not at.button[0].disabled  # the user's own machine: any folder, as the CLI reads
+    monkeypatch.setattr(server_disk, "on_this_machine", lambda: False)
+    at = lab(preset="dlg", data="folder", folder=str(tmp_path / "private"), image_size="16")
+    assert [e.value for e in at.error] == [
+        "folder: data=folder reads the disk of the server's machine, and this browser is on another one: it may read "
+        "none (the server's operator can share some: LEAKDEMO_DATA_DIRS=DIR); upload your own photos instead"]
+    assert at.button[0].disabled
+    monkeypatch.setenv("LEAKDEMO_DATA_DIRS", str(tmp_path / "shared"))
+    at = lab(preset="dlg", data="folder", folder=str(tmp_path / "shared"), image_size="16")
+    assert not at.error and not at.button[0].disabled
+    at = lab(preset="dlg", data="folder", folder=str(tmp_path / "shared" / ".." / "private"), image_size="16")
+    assert at.error[0].value.startswith(f"folder: data=folder reads the disk of the server's machine, and this browser "
+                                        f"is on another one: it may read only folders under {tmp_path / 'shared'}")
+    at = lab(preset="dlg", data="torchvision", data_root="/", image_size="16")
+    assert at.error[0].value.startswith("data_root: data=torchvision reads the disk of the server's machine")
+    # a sweep too, whether the link sets the folder or a point of the sweep switches to it
+    spec = {"sweep": "custom", "preset": "dlg", "defense": "dp-gaussian", "seeds": 1, "folder": str(tmp_path / "private")}
+    with pytest.raises(ParamError, match="^folder: data=folder reads the disk"):
+        tradeoffs.build({**spec, "vary": "dp_sigma=0.01,1", "data": "folder"})
+    with pytest.raises(ParamError, match="^folder: data=folder reads the disk"):
+        tradeoffs.build({**spec, "vary": "dp_sigma=0.01,1; data=samples,folder"})
+
+
+@pytest.mark.parametrize("peer,local", [(None, True), ("127.0.0.2", True), ("::ffff:127.0.0.1", True),
+                                        ("192.0.2.2", False), ("fd00::2", False), ("fe80::1%eth0", False),
+                                        ("::ffff:192.0.2.2", False), ("not an address", False)])
+def test_only_a_loopback_peer_is_the_servers_own_machine(peer, local):
+    from leakdemo.dashboard.server_disk import local_peer
+    assert local_peer(peer) is local

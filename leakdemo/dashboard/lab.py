@@ -27,6 +27,7 @@ from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .compare import MAX_RUNS as MAX_COMPARED
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
+from .server_disk import check_disk, disk_problem
 from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, line_under_buttons, polled,
                      psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow, tab_alive)
 from .views import agic, logits, vfl
@@ -312,6 +313,7 @@ def _resolved(s, uploads) -> tuple:
         return s2, f"{catalog.private_images_name(s2)}: needs {plural(need, 'image')} but {len(uploads)} are uploaded", uploads
     if not uploads:
         try:
+            check_disk(s2.params)  # before the source is read: a classroom's browsers never list the server's disk
             check_source(s2)
         except LeakdemoError as e:
             return s2, str(e), uploads
@@ -683,6 +685,9 @@ def chart_panel(handle) -> None:
 
 
 def _start(scenario, uploads) -> None:
+    if not uploads and (refused := disk_problem(scenario.params)) is not None:  # the button was greyed for it
+        st.session_state["choice_error"] = str(refused)
+        return
     old = st.session_state.get("handle")
     if old is not None and not old.done:
         old.stop()

@@ -30,6 +30,7 @@ from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, epsilon_title, 
 from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
+from .server_disk import check_disk
 from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, line_under_buttons, run_pool,
                      stacked_when_narrow, tab_alive)
 from .state import Ignored, one_each, to_query
@@ -265,6 +266,7 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
         if len(axes[0].values) * len(axes[1].values) > MAX_POINTS:
             raise ParamError("vary", f"{len(axes[0].values)} × {len(axes[1].values)} = "
                                      f"{len(axes[0].values) * len(axes[1].values)} points; at most {MAX_POINTS}")
+    check_disk(base.params, axes)  # before Sweep reads a folder: a classroom's browsers never list the server's disk
     # "iDLG against magnitude pruning · …"; a second range is told in the lines' names
     title = catalog.sweep_title(base.params, axes[0].name, spec["preset"], tuple(a.name for a in axes[1:]))
     return Sweep(base, axes, seeds=spec["seeds"], store=store), title, ""
