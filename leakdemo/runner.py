@@ -118,8 +118,8 @@ class Run:
             yield Failed(f"internal error ({e.__class__.__name__}: {e}); the details are in the server log")
 
     def file_dict(self) -> dict:
-        """The scenario as its scenario.json holds it (with the uploaded photos' names: the store's copy, which
-        `runs export` writes, and the Lab's download say what a replay lacks)."""
+        """The scenario as its scenario.json holds it: with the uploaded photos' names, so that the Lab's download
+        says what a replay of it lacks."""
         return file_dict(self.scenario, [name for name, _ in self.uploads or []])
 
     def key(self) -> str:
@@ -137,7 +137,7 @@ class Run:
     def _record(self, key: str, started: Started, finished: Finished) -> None:
         """Keep the run in the store; a store that fails now costs the record, never the result."""
         try:
-            self.stored_id = self.store.record(key, self.source, self.file_dict(), started, finished,
+            self.stored_id = self.store.record(key, self.source, self.scenario.to_dict(), started, finished,
                                                self.keyframes.items)
         except Exception as e:  # noqa: BLE001 — the record is a convenience, the result is what matters
             print(f"warning: the run was not recorded in the run store ({e})", file=sys.stderr)

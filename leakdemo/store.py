@@ -366,20 +366,15 @@ class RunStore:
         out = []
         for r in rows:
             try:
-                scenario = json.loads(r[-2])
-                params, uploads = scenario.get("params", {}), scenario.get("uploads") or []
+                params = json.loads(r[-2]).get("params", {})
             except (ValueError, AttributeError):
-                params, uploads = {}, []
+                params = {}
             try:  # a logit-sharing run is judged by its attack accuracy (PLI/TBI), not by PSNR
                 metrics = json.loads(r[-1])["metrics"]
                 accuracy = metrics.get("attack_accuracy")
             except (ValueError, KeyError, TypeError, AttributeError):
                 metrics, accuracy = {}, None
-            changes = changed_settings(params, r[3])
-            if uploads and isinstance(uploads, list):  # the photos it ran on, in place of the source's images
-                changes.pop("images", None)
-                changes["uploads"] = ",".join(map(str, uploads))
-            row = {**dict(zip(keys, r)), "attack_accuracy": accuracy, "changes": changes}
+            row = {**dict(zip(keys, r)), "attack_accuracy": accuracy, "changes": changed_settings(params, r[3])}
             if milestones:
                 try:
                     history = json.loads(r[-3])

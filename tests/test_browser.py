@@ -173,6 +173,9 @@ def test_upload_runs_on_the_users_image(server, browser, tmp_path):
     with page.expect_download(timeout=30_000) as download:  # its file names the photos it cannot hold
         page.get_by_role("button", name="scenario.json").click()
     assert json.loads(open(download.value.path(), encoding="utf-8").read())["uploads"] == ["mine.png"]
+    # never kept in the run store, whose runs every browser on the server can replay on Compare
+    assert page.get_by_text("Runs on your uploaded photos are not kept in the run store", exact=False).is_visible()
+    assert page.get_by_role("link", name="Compare it", exact=False).count() == 0
     # two photos for a batch of one: the run took the first and said nothing of the other
     second = tmp_path / "yours.png"
     Image.fromarray((img[::-1] * 255).astype(np.uint8)).save(second)

@@ -466,3 +466,16 @@ def test_what_the_server_receives_reads_right_for_one_of_anything():
     from leakdemo.cli import _vfl_lines  # the run summary's note on what a vertical-FL score covers
     assert _vfl_lines({"sample_ids": [3]}) == ["scored on the one sample of the one batch the attack saw"]
     assert _vfl_lines({"sample_ids": [3, 5]}) == ["scored on the 2 samples of the one batch the attack saw"]
+
+
+def test_the_labs_file_of_a_run_on_uploaded_photos_warns_when_replayed(tmp_path):
+    """The Lab's scenario.json of a run on uploaded photos was the plain scenario: replayed, it ran the built-in
+    photo in silence, as if it were that run. It names the photos now, and `run` says they are missing."""
+    from leakdemo.scenario import file_dict, from_preset, uploads_note
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(file_dict(from_preset("dlg", {"image_size": 16, "iterations": 2}), ["me.png"])))
+    r = cli("run", str(path))
+    assert r.returncode == 0, r.stderr
+    assert ("warning: uploads: this scenario ran on 1 uploaded photo (me.png), which its file does not hold: without "
+            "them it runs on the data source's own images") in r.stderr
+    assert uploads_note(file_dict(from_preset("dlg"))) is None  # a run on the source's own photo: nothing to say

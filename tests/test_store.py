@@ -353,34 +353,6 @@ def test_a_recorded_runs_privacy_note_is_said_as_today_s_code_says_it(tmp_path):
     assert store.load(run.stored_id).finished.metrics["privacy_note"] == events[-1].metrics["privacy_note"]
 
 
-def test_a_run_on_uploaded_photos_says_so_in_its_file_and_its_replay_warns(tmp_path, capsys, monkeypatch):
-    """A run on uploaded photos wrote the plain scenario: `runs export`'s scenario.json (and the Lab's download),
-    replayed, ran the built-in photo in silence. Its file names the photos now, and a replay says they are missing."""
-    from leakdemo import cli
-    from leakdemo.scenario import from_dict, uploads_note
-    store = RunStore(str(tmp_path / "runs.sqlite"))
-    monkeypatch.setenv("LEAKDEMO_STORE", store.path)
-    mine = np.kron(np.random.default_rng(0).random((4, 4, 3)), np.ones((4, 4, 1)))
-    run = Run(from_preset("dlg", TINY), uploads=[("me.png", (mine * 255).astype(np.uint8))], store=store)
-    events = list(run.events())
-    assert events[0].names == ["me.png"]
-    saved = store.load(run.stored_id).scenario
-    assert saved["uploads"] == ["me.png"]
-    assert from_dict(saved).warnings[0].startswith("uploads: this scenario ran on 1 uploaded photo (me.png), which "
-                                                   "its file does not hold: without them it runs on the data source's")
-    assert cli.main(["runs", "export", str(run.stored_id), str(tmp_path / "out")]) == 0
-    exported = json.load(open(tmp_path / "out" / "scenario.json"))
-    assert exported["uploads"] == ["me.png"]
-    # the run list (and Compare's picker) tells it from a run on the source's own photo
-    assert next(r for r in store.runs() if r["id"] == run.stored_id)["changes"] == {"image_size": 16, "iterations": 8, "uploads": "me.png"}
-    capsys.readouterr()
-    assert cli.main(["run", str(tmp_path / "out" / "scenario.json"), "--set", "iterations=2"]) == 0
-    assert "warning: uploads: this scenario ran on 1 uploaded photo (me.png)" in capsys.readouterr().err
-    # a run on the source's own photos says nothing of the kind
-    plain, _ = _run(store)
-    assert "uploads" not in store.load(plain.stored_id).scenario and uploads_note(store.load(plain.stored_id).scenario) is None
-
-
 def test_kept_lists_this_code_versions_newest_first(tmp_path, monkeypatch):
     """What the presenter's chooser lists of the user's finished sweeps: newest first, each once, and only what
     this code version kept (an older version's sweep has no runs this version would draw)."""

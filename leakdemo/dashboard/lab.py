@@ -631,6 +631,11 @@ def run_view(handle) -> None:
 def _compare_link(handle) -> None:
     """This tab's latest runs side by side on Compare, this one last: run it undefended, then under noise, and
     one click sets them beside each other (before, the picker's list of every stored run was the only way)."""
+    if handle.uploads:  # never kept (pool._worker_main): say why there is no Compare, rather than leave it out
+        st.caption(":material/lock: Runs on your uploaded photos are not kept in the run store: your photos are "
+                   "never written to disk, nor shown to the server's other browsers. Compare cannot replay this "
+                   "one; the downloads above are yours.")
+        return
     if handle.stored_id is None:  # the run store is off or unusable
         return
     mine = st.session_state.setdefault("lab_runs", [])

@@ -314,8 +314,11 @@ def _worker_main(jobs, results, stop_job, threads, build_lock, busy) -> None:
             results.put((job_id, "done"))
             continue
         scenario = from_dict(scenario_dict)
-        # the Lab is for watching a run happen: always computed live (fresh), then kept in the run store
-        run = Run(scenario, uploads, stop_event=control, store=store, fresh=True, source="dashboard")
+        # the Lab is for watching a run happen: always computed live (fresh), then kept in the run store — but
+        # for a run on uploaded photos, which are never written to disk (the store is the server's, and its runs
+        # are every browser's to replay on Compare: a classroom's students saw each other's photos there)
+        run = Run(scenario, uploads, stop_event=control, store=None if uploads else store, fresh=True,
+                  source="dashboard")
         started = None
         for ev in run.events():
             if isinstance(ev, Started):
