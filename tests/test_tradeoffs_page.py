@@ -742,7 +742,7 @@ def test_a_finished_custom_sweep_joins_the_presenters_chooser(tmp_path, monkeypa
     monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "empty.sqlite"))
     present = os.path.join(os.path.dirname(PAGE), "4_Present.py")
     before = AppTest.from_file(present, default_timeout=120).run()
-    assert not [o for o in before.multiselect(key="p_pick").options if o.startswith("Your")]
+    assert not [o for o in before.multiselect(key="p_pick").options if o.startswith("Custom trade-off chart")]
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=0.01,1; dp_clip=0,4",
               image_size="16", iterations="3")
     at.button[0].click().run()  # Run sweep: a grid of two noises by two clip norms, and the undefended run
@@ -753,8 +753,8 @@ def test_a_finished_custom_sweep_joins_the_presenters_chooser(tmp_path, monkeypa
     assert not at.exception and at.get("plotly_chart")
     at.session_state["t_job"].thread.join(timeout=30)  # offered on the sweep's thread, once it has finished
     show = AppTest.from_file(present, default_timeout=120).run()
-    mine = [o for o in show.multiselect(key="p_pick").options if o.startswith("Your")]
-    named = ("Your trade-off chart: DLG against Gaussian noise (DP-style) · preset dlg · dp_sigma=0.01,1; dp_clip=0,4 "
+    mine = [o for o in show.multiselect(key="p_pick").options if o.startswith("Custom trade-off chart")]
+    named = ("Custom trade-off chart: DLG against Gaussian noise (DP-style) · preset dlg · dp_sigma=0.01,1; dp_clip=0,4 "
              "· image_size=16, iterations=3")  # its settings: another sweep of DLG under noise has the same title
     assert mine == [named, named + ", against the formal ε"]
     from leakdemo.dashboard.tradeoffs import presenter_code

@@ -76,20 +76,20 @@ def scene_choices(rows: list[dict], store=None) -> dict[str, str]:
     out.update(your_runs(store) if store is not None else {})
     out.update({f"live:{n}": f"Live: {p.title}" for n, p in presets().items() if p.standard})
     out.update({f"sweep:{n}": f"Trade-off chart: {s.title}" for n, s in sweeps().items()})
-    out.update(your_sweeps(store) if store is not None else {})
+    out.update(stored_sweeps(store) if store is not None else {})
     return out
 
 
-def your_sweeps(store) -> dict[str, str]:
+def stored_sweeps(store) -> dict[str, str]:
     """The custom sweeps finished on the Trade-offs page (the newest 50), each chart also against the formal ε
-    where it has one: code -> 'Your trade-off chart: …'. An unreadable store offers none (its runs say why)."""
+    where it has one: code -> 'Custom trade-off chart: …'. An unreadable store offers none (its runs say why)."""
     out = {}
     try:
         kept = store.kept(YOUR_SWEEPS, limit=50)
     except (LeakdemoError, sqlite3.Error):
         return out
     for code, value in kept:
-        title = f"Your trade-off chart: {value.get('label') or 'a custom sweep'}"
+        title = f"Custom trade-off chart: {value.get('label') or 'a custom sweep'}"
         out[code] = title
         if value.get("epsilon"):
             out[code + EPSILON] = f"{title}, against the formal ε"

@@ -699,7 +699,7 @@ def _start(spec: dict) -> None:
 
 
 def _offer_to_the_presenter(spec: dict, title: str, store):
-    """A custom sweep that finishes whole joins the presenter's chooser ("Your trade-off chart: …"), kept in the
+    """A custom sweep that finishes whole joins the presenter's chooser ("Custom trade-off chart: …"), kept in the
     run store beside its runs: a talk is put together there from one's own charts (each came as a link of its own,
     Present this chart, to be merged by hand). None for a built-in sweep, which the chooser lists anyway."""
     if spec["sweep"] != CUSTOM or store is None:
