@@ -43,7 +43,8 @@ def local_peer(peer) -> bool:
 
 
 def shared_dirs() -> list[str]:
-    return [os.path.realpath(d) for d in os.environ.get(DATA_DIRS_ENV, "").split(os.pathsep) if d.strip()]
+    """The folders the operator shares with every browser (LEAKDEMO_DATA_DIRS, joined by ':'), resolved."""
+    return [os.path.realpath(d.strip()) for d in os.environ.get(DATA_DIRS_ENV, "").split(os.pathsep) if d.strip()]
 
 
 def disk_problem(params: dict) -> ParamError | None:
