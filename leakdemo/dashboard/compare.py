@@ -363,7 +363,7 @@ def main() -> None:
     run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     st.title(":material/compare: Compare and replay")
     st.markdown("Recorded runs side by side — the built-in showcases, or any run you made (every finished run "
-                "is kept in the run store). **Play** replays them together from the first frame to the last: "
+                "is kept in the run store, but one on uploaded photos). **Play** replays them together from the first frame to the last: "
                 "nothing is computed, so it is instant on any machine.")
     sources, problems = _sources()
     for p in problems:
