@@ -318,8 +318,10 @@ def test_the_charts_label_the_run_s_last_iteration(server, browser):
     # the finished run's charts come after its "Finished" line, in the same redraw: until they arrive the
     # running ones stand (a CI run read 0 … 800 from the quality chart of iteration ~900)
     try:
-        page.wait_for_function(f"() => ({X_TICKS})().every(c => c[1].length && c[1][c[1].length - 1][0] === '1000')",
-                               timeout=30_000)
+        # both charts, not none: on a page between two redraws there may be no chart at all, and every() of
+        # nothing held (a CI run found [] right after the wait)
+        page.wait_for_function(f"() => (cs => cs.length === 2 && cs.every(c => c[1].length && "
+                               f"c[1][c[1].length - 1][0] === '1000'))(({X_TICKS})())", timeout=30_000)
     except PlaywrightTimeout:
         pass  # the assertion below says what the charts show
     charts = page.evaluate(X_TICKS)
