@@ -126,7 +126,8 @@ def classroom_round(browser, url: str, tabs: int, timeout: float = 300, query: s
                 blank.add(i)
             if "Traceback" in body:
                 tracebacks.add(i)
-            m = re.search(r"Waiting for a free worker — (?:next in line|(\d+) runs? ahead)", body)
+            # "… for 12 s — 2 runs ahead": without the clock, only a tab seen in its first second counted
+            m = re.search(r"Waiting for a free worker(?: for \d+ s)? — (?:next in line|(\d+) runs? ahead)", body)
             if m:
                 positions.add(int(m.group(1) or 0) + 1)
             if re.search(r"Finished\s+after \d+ iterations", body):
