@@ -124,7 +124,7 @@ def classroom_round(browser, url: str, tabs: int, timeout: float = 300, query: s
             last[i] = _status(body)
             if "Attack Lab" not in body:
                 blank.add(i)
-            if "Traceback" in body:
+            if "Traceback" in body or page.locator('[data-testid="stException"]').count():
                 tracebacks.add(i)
             # "… for 12 s — 2 runs ahead": without the clock, only a tab seen in its first second counted
             m = re.search(r"Waiting for a free worker(?: for \d+ s)? — (?:next in line|(\d+) runs? ahead)", body)

@@ -86,6 +86,8 @@ def assert_no_traceback(page):
     assert not [e for e in page.errors if "pageerror" in e[1]], page.errors
     body = page.inner_text("body")
     assert "Traceback" not in body and "Error:" not in body.replace("error:", ""), body[-2000:]
+    # Streamlit's exception box, whatever words it shows (its trace is folded away, so "Traceback" may not be)
+    assert page.locator('[data-testid="stException"]').count() == 0, body[-2000:]
 
 
 def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
