@@ -509,6 +509,23 @@ def test_pli_shows_each_private_class_beside_pli_and_tbi(server, browser):
     assert_no_traceback(page)
 
 
+def test_back_leaves_a_page_opened_at_its_bare_address(server, browser):
+    """A student follows the class's link (the server's bare address) from a course page, then presses Back: the
+    page had written its default into the address as a second history entry, so Back landed on the bare address,
+    which wrote it again — the page stayed (3 of 3 for the Lab, Trade-offs and Compare)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    for path, heading in (("/", "leakdemo — Attack Lab"), ("/Tradeoffs", "Defense trade-offs"),
+                          ("/Compare", "Compare and replay")):
+        page.goto("data:text/html,<title>course</title>the course page")
+        page.goto(server + path)
+        page.get_by_role("heading", name=heading).wait_for(timeout=90_000)
+        page.wait_for_timeout(2000)  # the first run's writes came ~0.5–0.9 s after the heading
+        assert page.evaluate("location.search") == "", (path, page.evaluate("location.search"))
+        page.go_back()
+        page.wait_for_url("data:**", timeout=10_000)
+    page.close()
+
+
 def test_a_classroom_of_twelve_tabs_all_finish_and_none_goes_blank(server, browser):
     r = classroom_round(browser, server, tabs=12, timeout=600)
     print(f"\n12 tabs: {r['finished']} finished, slowest {r['slowest_s']} s, median {r['median_s']} s, "

@@ -21,7 +21,7 @@ from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
 from ..words import fixed, plural, small_figure
-from .shared import KEEP, held, psnr_bars, run_pool
+from .shared import KEEP, held, keep_link, psnr_bars, run_pool
 
 MAX_RUNS = 4
 TICK = 0.25  # seconds between replay frames
@@ -134,6 +134,11 @@ def run_refs(asked: list[str]) -> list[str]:
     return out
 
 
+def _showcases(choices: dict) -> list[str]:
+    """What the page opens on: the first two showcases, which contrast a defense with none (if shipped)."""
+    return [k for k in choices if k.startswith("g")][:2]
+
+
 def _init_from_query(choices: dict) -> None:
     # a list: `runs=g1&runs=g2` (as many sites write one) means `runs=g1,g2`, not the last alone
     wanted = run_refs(st.query_params.get_all("runs"))
@@ -146,7 +151,7 @@ def _init_from_query(choices: dict) -> None:
         return
     known = list(dict.fromkeys(w for w in wanted if w in choices))  # each run once, in the link's order
     bad = [w for w in wanted if w not in choices]
-    showcases = [k for k in choices if k.startswith("g")][:2]  # the two that contrast a defense with none
+    showcases = _showcases(choices)
     instead = "; the page opens on two showcases instead" if bad and not known and showcases else ""
     problems = [f"runs={','.join(bad)} (no such recorded run here{instead})"] if bad else []
     if len(known) > MAX_RUNS:
@@ -384,9 +389,8 @@ def main() -> None:
     st.session_state["c_runs"] = [r for r in st.session_state["c_runs"] if r in choices]
     picked = st.multiselect(f"Runs to compare (up to {MAX_RUNS})", list(choices), key="c_runs",
                             format_func=choices.get, max_selections=MAX_RUNS, persist_state=KEEP)
-    query = {"runs": ",".join(picked)} if picked else {}
-    if dict(st.query_params) != query:
-        st.query_params.from_dict(query)
+    opens_on = _showcases(choices)
+    keep_link({"runs": ",".join(picked)} if picked else {}, {"runs": ",".join(opens_on)} if opens_on else {})
     st.session_state["c_link"] = list(picked)
     if not picked:
         st.info("The form's runs join here as they finish." if st.session_state.get("c_pending")

@@ -28,8 +28,8 @@ from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .compare import MAX_RUNS as MAX_COMPARED
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
 from .server_disk import check_disk, disk_problem
-from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, line_under_buttons, polled,
-                     psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow, tab_alive)
+from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, keep_link, line_under_buttons,
+                     polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow, tab_alive)
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -737,9 +737,7 @@ def main() -> None:
         st.error(st.session_state.pop("choice_error"))
 
     if scenario is not None:
-        query = state.to_query(scenario)
-        if dict(st.query_params) != query:
-            st.query_params.from_dict(query)
+        keep_link(state.to_query(scenario), state.to_query(state.from_query({})[0]))
     handle = st.session_state.get("handle")
     pace = _pace(handle)
     run_buttons(scenario, problem, uploads)

@@ -97,6 +97,18 @@ def queue_line(pool, handle) -> str:
     return f"Waiting for a free worker{f' for {waited:.0f} s' if waited >= 1 else ''} — {place} ({at_once}){held_by}."
 
 
+def keep_link(query: dict[str, str], default: dict[str, str]) -> None:
+    """Keep the address bar's link to what the page shows; a bare address is the page's default view, and stays
+    bare while the page shows it. Streamlit pushes a browser-history entry for every change of the query: a page
+    that wrote its default on arrival left Back on the bare address, which wrote it again, so Back could not
+    leave the app or the page (3 of 3 arrivals at `/`, `/Tradeoffs` and `/Compare` in Chromium). A switch in the
+    sidebar to a page that holds other settings still writes them: two entries, as streamlit/streamlit#9279."""
+    shown = dict(st.query_params)
+    if shown == query or (not shown and query == default):
+        return
+    st.query_params.from_dict(query)
+
+
 def ignored_line(ignored) -> str:
     """'Ignored from the link: …', with the fallback where a value of the page's own takes the ignored one's
     place (not for a name that nothing takes: `bogus: unknown parameter. Using the default instead.` promised

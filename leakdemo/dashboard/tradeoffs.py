@@ -31,12 +31,13 @@ from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .server_disk import check_disk
-from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, line_under_buttons, run_pool,
+from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, keep_link, line_under_buttons, run_pool,
                      stacked_when_narrow, tab_alive)
 from .state import Ignored, one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
 CUSTOM = "custom"
+DEFAULT_SWEEP = "sweep-dp-dlg"  # what the page opens on, and what a bare link means
 SPEC_KEYS = ("sweep", "preset", "defense", "vary", "seeds")
 VARY_SEPARATOR = ";"  # between the Vary box's two ranges
 DEFAULT_VARY = "dp_sigma=1e-4..1:6"  # the built-in DP sweep's range, where a link names none
@@ -98,12 +99,12 @@ def _init_from_query() -> None:
     problems = []
     custom_keys = [k for k in q if k != "sweep"]
     # a hand-written link that names a preset, defense or range but no sweep means a custom one
-    name = q.get("sweep", CUSTOM if {"preset", "defense", "vary"} & set(q) else "sweep-dp-dlg")
+    name = q.get("sweep", CUSTOM if {"preset", "defense", "vary"} & set(q) else DEFAULT_SWEEP)
     if name != CUSTOM and name not in sweeps():
         why = meant_question(meant_sweeps(name))  # `prune`: sweep-prune-dlg
         problems.append(Ignored(f"sweep={name!r} (unknown{': ' + why if why else ''}; "
                                 f"built-in: {', '.join(sweeps())})"))
-        name = "sweep-dp-dlg"
+        name = DEFAULT_SWEEP
     st.session_state["t_sweep"] = name
     if name != CUSTOM and custom_keys:  # the sidebar would drop them in silence
         problems.append(Ignored(f"{', '.join(custom_keys)} (a built-in sweep sets its own scenario; "
@@ -778,9 +779,7 @@ def main() -> None:
         st.warning(ignored_line(item), icon=":material/link_off:")
     spec = _controls()
     st.session_state["t_spec_now"] = spec
-    query = {k: str(v) for k, v in spec.items()}
-    if dict(st.query_params) != query:
-        st.query_params.from_dict(query)
+    keep_link({k: str(v) for k, v in spec.items()}, {"sweep": DEFAULT_SWEEP})
     problem, said = None, []
     try:
         sweep, title, _ = build(spec)
