@@ -349,18 +349,22 @@ class RunStore:
         keyframes = [(it, _strip_images(png, n)) for it, png in by_kind.get("keyframe", [])]
         return StoredRun(int(row[0]), row[1], row[2], row[3], scenario, started, finished, keyframes)
 
-    def runs(self, limit: int = 50, milestones: bool = False) -> list[dict]:
+    def runs(self, limit: int = 50, milestones: bool = False, ids=None) -> list[dict]:
         """The newest runs, one summary dict each (what `runs list` prints); `changes`: what each changed from
         its preset (`scenario.changed_settings`: the points of a sweep differ in nothing else). milestones: add
-        `to_20db_s`/`to_30db_s` (milestones.figures, read off each run's history: only where they are shown)."""
+        `to_20db_s`/`to_30db_s` (milestones.figures, read off each run's history: only where they are shown).
+        ids: those runs instead, however old (those that exist), newest first."""
         from .milestones import figures
         from .scenario import changed_settings
+        if ids is None:
+            which, args = "ORDER BY id DESC LIMIT ?", (int(limit),)
+        else:
+            which, args = "WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id DESC", (json.dumps(sorted(ids)),)
         with _closing(self._db()) as conn:
             rows = conn.execute("SELECT id, created, source, preset, protocol, attack, defense, status, psnr, ssim, "
                                 "lpips, seconds, iterations, code_version, "
-                                + ("history, " if milestones else "") + "scenario, finished FROM runs ORDER BY id DESC "
-                                "LIMIT ?",
-                                (int(limit),)).fetchall()
+                                + ("history, " if milestones else "") + "scenario, finished FROM runs " + which,
+                                args).fetchall()
         keys = ("id", "created", "source", "preset", "protocol", "attack", "defense", "status", "psnr", "ssim",
                 "lpips", "seconds", "iterations", "code_version")
         out = []

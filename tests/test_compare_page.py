@@ -269,6 +269,33 @@ def test_a_link_names_your_run_as_runs_list_numbers_it(store_path):
     assert run_refs(["12, #4,g1", "R2,,x7"]) == ["r12", "r4", "g1", "r2", "x7"]
 
 
+def test_a_link_opens_a_run_older_than_the_newest_the_pickers_list(store_path, monkeypatch):
+    """A talk's link to run 1 read "no such recorded run here" on Compare and "no such scene" on the presenter
+    once 200 runs had been recorded after it (a class's sweeps record 51 each): the pickers list the newest 200,
+    and now also any older run that the link names."""
+    from leakdemo.dashboard import compare
+    monkeypatch.setattr(compare, "NEWEST_OFFERED", 2)
+    run = open_gallery().load(1)
+    store = RunStore(str(store_path))
+    old, _, newest = (store.record(k, "lab", run.scenario, run.started, run.finished, run.keyframes) for k in "abc")
+    assert [r["id"] for r in store.runs(ids=[old, newest + 1])] == [old]
+    at = page(runs=f"r{old},g1")
+    assert not at.exception and not at.warning, [w.value for w in at.warning]
+    assert at.multiselect(key="c_runs").value == [f"r{old}", "g1"]
+    offered = page().multiselect(key="c_runs").options  # unnamed, it is not offered (the newest two are)
+    assert not any(o.startswith(f"Run #{old} ·") for o in offered) and any(o.startswith(f"Run #{newest} ·")
+                                                                          for o in offered), offered
+    talk = AppTest.from_file(PRESENT, default_timeout=120)
+    talk.query_params["scenes"] = f"r{old},g1"
+    talk.run()
+    assert not talk.exception and not talk.warning, [w.value for w in talk.warning]
+    assert f"your run #{old}, recorded · <span style=\"white-space: nowrap\">scene 1 of 2" in \
+        " ".join(m.value for m in talk.markdown)
+    talk.button[1].click().run()  # Next, and back: the older run stays a scene
+    talk.button[0].click().run()
+    assert not talk.warning and f"your run #{old}, recorded" in " ".join(m.value for m in talk.markdown)
+
+
 def test_runs_are_named_as_people_say_them():
     """Titles read 'DLM+ on FedAvg', not the codes 'DLM-PLUS on fedavg'; the picker names each showcase by
     what it shows, not 'dlg: dlg, none' three times over."""

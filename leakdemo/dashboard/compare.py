@@ -73,24 +73,32 @@ def _sources() -> tuple[dict, list[str]]:
     return out, problems
 
 
-def _choices(sources: dict) -> dict[str, str]:
+def _choices(sources: dict, named=()) -> dict[str, str]:
     """'g3' / 'r12' -> a label people read: 'Run #12 · DLG on FedSGD, Gaussian noise, 4.1 dB (25 Nov 14:02,
-    lab)', not the codes 'dlg: dlg, dp-gaussian'."""
+    lab)', not the codes 'dlg: dlg, dp-gaussian'. named: the runs the link or the picker names (however old)."""
     out = {}
     if "g" in sources:
         for r in showcase_rows(sources["g"]):
             ref = f"g{r['id']}"
             out[ref] = f"{called(ref)} · {showcase_why(r)}"
     if "r" in sources:
-        out.update(your_runs(sources["r"]))
+        out.update(your_runs(sources["r"], named))
     return out
 
 
-def your_runs(store) -> dict[str, str]:
-    """The newest 200 runs of the user's store, 'r12' -> 'Run #12 · DLG on FedSGD, Gaussian noise (…), 4.1 dB
-    (25 Nov 14:02, lab)': Compare's picker and the presenter's chooser."""
+NEWEST_OFFERED = 200  # the runs of the store a picker lists, newest first
+
+
+def your_runs(store, named=()) -> dict[str, str]:
+    """The newest NEWEST_OFFERED runs of the user's store, and any older one that `named` (codes: `r12`) names,
+    'r12' -> 'Run #12 · DLG on FedSGD, Gaussian noise (…), 4.1 dB (25 Nov 14:02, lab)': Compare's picker and the
+    presenter's chooser. The older ones too: a talk's link to run 12 read "no such recorded run here" once a
+    class's sweeps (51 runs each) had recorded 200 runs since."""
     out = {}
-    for r in store.runs(limit=200):
+    rows = store.runs(limit=NEWEST_OFFERED)
+    newest = {r["id"] for r in rows}
+    older = {int(c[1:]) for c in named if re.fullmatch(r"r\d+", c)} - newest
+    for r in rows + (store.runs(ids=older) if older else []):
         psnr = "" if r["psnr"] is None else f", {r['psnr']:.1f} dB"
         if r["attack_accuracy"] is not None:  # PLI is judged by it; its PSNR is against a class's mean
             psnr = f", attack accuracy {r['attack_accuracy']:.0%}"
@@ -374,7 +382,7 @@ def main() -> None:
     for p in problems:
         st.warning(p)
     _collect(sources)
-    choices = _choices(sources)
+    choices = _choices(sources, run_refs(st.query_params.get_all("runs")) + list(st.session_state.get("c_runs", [])))
     _init_from_query(choices)
     for msg in st.session_state.pop("c_problems", []):
         st.warning(f"Ignored from the link: {msg}.", icon=":material/link_off:")

@@ -66,14 +66,14 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 # ---------------------------------------------------------------- which scenes
 
 
-def scene_choices(rows: list[dict], store=None) -> dict[str, str]:
+def scene_choices(rows: list[dict], store=None, named=()) -> dict[str, str]:
     """Every scene this server can show, code -> what the chooser says: the gallery's showcases, the runs of
-    the run store `store` (the newest 200, as Compare offers them), a live run of each standard preset, each
-    built-in sweep's chart."""
+    the run store `store` (the newest 200, as Compare offers them, and any older one `named` names), a live run
+    of each standard preset, each built-in sweep's chart."""
     from ..scenario import presets
     from ..sweeps import sweeps
     out = {f"g{r['id']}": f"Showcase: {showcase_why(r)}" for r in rows}
-    out.update(your_runs(store) if store is not None else {})
+    out.update(your_runs(store, named) if store is not None else {})
     out.update({f"live:{n}": f"Live: {p.title}" for n, p in presets().items() if p.standard})
     out.update({f"sweep:{n}": f"Trade-off chart: {s.title}" for n, s in sweeps().items()})
     out.update(stored_sweeps(store) if store is not None else {})
@@ -234,9 +234,9 @@ def main() -> None:
         store = open_store()
     except LeakdemoError:  # an unreadable store: Compare says why; the talk goes on without its runs
         store = None
-    choices = scene_choices(rows, store)
-    custom, unread = custom_sweeps(st.session_state.get("p_scenes") or run_refs(st.query_params.get_all("scenes")),
-                                   choices)
+    asked = st.session_state.get("p_scenes") or run_refs(st.query_params.get_all("scenes"))
+    choices = scene_choices(rows, store, asked)
+    custom, unread = custom_sweeps(asked, choices)
     choices.update(custom)
     _init(rows, choices, unread)
     if st.session_state.get("p_problem"):
