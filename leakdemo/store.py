@@ -359,7 +359,8 @@ class RunStore:
         if ids is None:
             which, args = "ORDER BY id DESC LIMIT ?", (int(limit),)
         else:
-            which, args = "WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id DESC", (json.dumps(sorted(ids)),)
+            ids = sorted({int(i) for i in ids})
+            which, args = f"WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id DESC", tuple(ids)
         with _closing(self._db()) as conn:
             rows = conn.execute("SELECT id, created, source, preset, protocol, attack, defense, status, psnr, ssim, "
                                 "lpips, seconds, iterations, code_version, "
