@@ -19,7 +19,10 @@ PAGES = [
 ]
 if st.query_params.get("present") == "1":  # a projector: the showcases full screen, no navigation
     from leakdemo.dashboard.presenter import main as present  # noqa: E402
-    st.navigation([st.Page(present, title="Present", icon=":material/present_to_all:", default=True)],
-                  position="hidden").run()
+    shown = st.navigation([st.Page(present, title="Present", icon=":material/present_to_all:", default=True)],
+                          position="hidden")
 else:
-    st.navigation(PAGES).run()
+    shown = st.navigation(PAGES)
+# the page of this run and of the one before: the presenter tells the browser's Back within it from an arrival
+st.session_state["page_before"], st.session_state["page_now"] = st.session_state.get("page_now"), shown.title
+shown.run()

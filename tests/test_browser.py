@@ -924,6 +924,41 @@ def test_presenter_exit_leaves_for_the_lab(server, browser):
     page.close()
 
 
+def test_the_browser_s_back_and_forward_step_through_a_talk(server, browser):
+    """Each scene is a history entry (its number is in the link): Back showed scene 4 under a link saying scene 3,
+    and a reload jumped to 3. Back now returns to the scene before, Forward to the one after; a talk left by ✕
+    and opened again in the sidebar stays where it was (its link bare), and Back from its next scene comes back
+    there, then leaves for the Lab."""
+    page = new_page(browser, "present-history", (1280, 720))
+    page.goto(f"{server}/Present")
+
+    def at(n, link):
+        page.get_by_text(f"scene {n} of", exact=False).wait_for(timeout=30_000)
+        page.wait_for_function(f"() => location.pathname === '/Present' && location.search === '{link}'",
+                               timeout=10_000)
+
+    at(1, "")
+    for n in (2, 3):
+        page.get_by_role("button", name="Next").click()
+        at(n, f"?scene={n}")
+    page.go_back()
+    at(2, "?scene=2")
+    page.go_forward()
+    at(3, "?scene=3")
+    page.get_by_role("button", name="close").click()  # to the Lab, and back in the sidebar
+    page.get_by_role("button", name="Run attack").wait_for(timeout=60_000)
+    page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name="Present").click()
+    at(3, "")
+    page.get_by_role("button", name="Next").click()
+    at(4, "?scene=4")
+    page.go_back()
+    at(3, "")
+    page.go_back()
+    page.get_by_role("button", name="Run attack").wait_for(timeout=60_000)
+    assert_no_traceback(page)
+    page.close()
+
+
 def test_the_lab_opens_a_showcase_on_the_compare_page(server, browser):
     page = new_page(browser, "showcase")
     page.goto(f"{server}/?preset=dlg")

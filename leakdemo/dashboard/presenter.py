@@ -144,6 +144,42 @@ def _init(rows: list[dict], choices: dict, unread: dict) -> None:
     st.session_state["p_problem"] = "; ".join(problems)
     st.session_state["p_scene"] = n - 1
     st.session_state["p_pos"] = 0.0
+    _mark()
+
+
+def _link_now() -> tuple:
+    """The talk as the address bar gives it: its scene list and its scene."""
+    return tuple(st.query_params.get_all("scenes")), st.query_params.get("scene", "1")
+
+
+def _mark() -> None:
+    """Remember the talk and scene that the link now stands for: Back to that link comes back to them."""
+    link = st.session_state["p_link"] = _link_now()
+    st.session_state.setdefault("p_marks", {})[link] = (list(st.session_state["p_scenes"]),
+                                                        st.session_state["p_scene"])
+
+
+def _follow_history() -> None:
+    """The browser's Back and Forward step through the talk. Each step writes its scene into the link, which
+    Streamlit makes a history entry; Back then showed scene 4 under a link saying scene 3, and a reload jumped
+    to 3. A link met on a run of this same page that it did not just write returns to the scene it stood for
+    (one never seen is read as a first visit reads it). Arriving from another page (the sidebar, whose link is
+    bare), the talk stays where it was left, and the link stands for that."""
+    link = _link_now()
+    if "p_scenes" not in st.session_state or st.session_state.get("p_link") == link:
+        return
+    if st.session_state.get("page_before") != st.session_state.get("page_now"):
+        _mark()
+        return
+    _leave_live()
+    marked = st.session_state.get("p_marks", {}).get(link)
+    if marked is None:
+        for key in ("p_scenes", "p_scene", "p_pos", "p_problem"):
+            st.session_state.pop(key, None)
+        return
+    st.session_state["p_scenes"], st.session_state["p_scene"] = list(marked[0]), marked[1]
+    st.session_state["p_pos"], st.session_state["p_problem"] = 0.0, ""
+    st.session_state["p_link"] = link
 
 
 def _go(step: int) -> None:
@@ -152,6 +188,7 @@ def _go(step: int) -> None:
     st.session_state["p_pos"], st.session_state["p_problem"] = 0.0, ""
     _leave_live()
     st.query_params["scene"] = str(st.session_state["p_scene"] + 1)
+    _mark()
 
 
 def _picked() -> None:
@@ -162,6 +199,7 @@ def _picked() -> None:
     _leave_live()
     st.query_params["scenes"] = ",".join(codes)
     st.query_params["scene"] = "1"
+    _mark()
 
 
 def _leave() -> None:
@@ -234,6 +272,7 @@ def main() -> None:
         store = open_store()
     except LeakdemoError:  # an unreadable store: Compare says why; the talk goes on without its runs
         store = None
+    _follow_history()
     asked = st.session_state.get("p_scenes") or run_refs(st.query_params.get_all("scenes"))
     choices = scene_choices(rows, store, asked)
     custom, unread = custom_sweeps(asked, choices)
