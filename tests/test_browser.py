@@ -523,6 +523,21 @@ def test_back_leaves_a_page_opened_at_its_bare_address(server, browser):
         assert page.evaluate("location.search") == "", (path, page.evaluate("location.search"))
         page.go_back()
         page.wait_for_url("data:**", timeout=10_000)
+    # on Compare, Back also takes a pick back: to the two showcases of the bare address, then out
+    page.goto(server + "/Compare")
+    picker = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Runs to compare").locator("input")
+    picker.click()
+    picker.fill("Showcase 3")
+    page.get_by_role("option", name="Showcase 3", exact=False).wait_for(timeout=10_000)
+    page.keyboard.press("Enter")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => decodeURIComponent(location.search) === '?runs=g1,g2,g3'", timeout=30_000)
+    page.go_back()
+    page.wait_for_function("() => location.search === '' && [...document.querySelectorAll('[data-testid="
+                           "\"stMultiSelect\"]')].find(m => m.innerText.includes('Runs to compare'))"
+                           ".querySelectorAll('[data-tag]').length === 2", timeout=30_000)
+    page.go_back()
+    page.wait_for_url("data:**", timeout=10_000)
     page.close()
 
 

@@ -21,7 +21,7 @@ from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
 from ..words import fixed, plural, small_figure
-from .shared import KEEP, held, keep_link, psnr_bars, run_pool
+from .shared import KEEP, held, keep_link, psnr_bars, run_pool, same_page_as_before
 
 MAX_RUNS = 4
 TICK = 0.25  # seconds between replay frames
@@ -155,7 +155,11 @@ def _init_from_query(choices: dict) -> None:
     # it. (Compared with the picker, not the link last written, a run added in the picker was taken back at once:
     # the link still named the runs before it.) The defenses form's runs still out join the new link's as they
     # finish (its link was ignored until they all had: Compare it showed the form's runs, not the Lab's).
-    if "c_runs" in st.session_state and (wanted == st.session_state.get("c_link") or not wanted):
+    # A bare link met on the page itself while it shows other runs is the browser's Back to the page's first
+    # address, which stands for its default: read again, as the link of each later pick is.
+    shown = st.session_state.get("c_link")
+    if "c_runs" in st.session_state and (wanted == shown or not wanted and (
+            not same_page_as_before() or shown in ([], _showcases(choices)))):
         return
     known = list(dict.fromkeys(w for w in wanted if w in choices))  # each run once, in the link's order
     bad = [w for w in wanted if w not in choices]

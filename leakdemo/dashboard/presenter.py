@@ -21,7 +21,7 @@ from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..store import open_store
 from ..words import fixed, plural
 from .pictures import show
-from .shared import queue_line, run_pool, setup_line
+from .shared import queue_line, run_pool, same_page_as_before, setup_line
 from .compare import frame_at, judged_extras, run_refs, your_runs
 
 TICK = 0.3
@@ -168,7 +168,7 @@ def _follow_history() -> None:
     link = _link_now()
     if "p_scenes" not in st.session_state or st.session_state.get("p_link") == link:
         return
-    if st.session_state.get("page_before") != st.session_state.get("page_now"):
+    if not same_page_as_before():
         _mark()
         return
     _leave_live()

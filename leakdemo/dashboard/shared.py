@@ -97,6 +97,12 @@ def queue_line(pool, handle) -> str:
     return f"Waiting for a free worker{f' for {waited:.0f} s' if waited >= 1 else ''} — {place} ({at_once}){held_by}."
 
 
+def same_page_as_before() -> bool:
+    """Whether this run is of the page the session's run before was of (app.py notes each run's page): a link
+    that changed between two such runs came from the browser's Back or Forward, not from a switch of page."""
+    return st.session_state.get("page_before") == st.session_state.get("page_now")
+
+
 def keep_link(query: dict[str, str], default: dict[str, str]) -> None:
     """Keep the address bar's link to what the page shows; a bare address is the page's default view, and stays
     bare while the page shows it. Streamlit pushes a browser-history entry for every change of the query: a page
