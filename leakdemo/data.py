@@ -456,10 +456,18 @@ def _upright_rgb8(im) -> np.ndarray:
 
 
 def _to_rgb8(im) -> np.ndarray:
-    """RGB uint8; 16-bit or float grayscale is scaled by its range (PIL would clip it to 255)."""
+    """RGB uint8; 16-bit or float grayscale is scaled by its range (PIL would clip it to 255). A transparent
+    background is laid on white, as the page shows it (to_square_rgb does the same for RGBA arrays):
+    Pillow's convert("RGB") drops the alpha and keeps whatever colour the transparent pixels store —
+    black, mostly — so a dark logo on a transparent PNG became a black square."""
+    from PIL import Image
+
     if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
         a = np.asarray(im, dtype=np.float64)
         top = 65535.0 if im.mode.startswith("I;16") or a.max() > 255 else 255.0
         g = (np.clip(a / top, 0, 1) * 255).round().astype(np.uint8)
         return np.repeat(g[..., None], 3, axis=2)
+    if im.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info:
+        white = Image.new("RGBA", im.size, (255, 255, 255, 255))
+        return np.asarray(Image.alpha_composite(white, im.convert("RGBA")).convert("RGB"))
     return np.asarray(im.convert("RGB"))

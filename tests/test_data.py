@@ -131,6 +131,26 @@ def test_phone_photos_stand_upright_and_16_bit_scans_keep_their_greys_from_a_fol
         assert load_batch(params(data="folder", folder=str(tmp_path), images=damaged.name)).names == [damaged.name]
 
 
+def test_a_dark_logo_on_a_transparent_background_stays_visible_from_an_upload_and_a_folder(tmp_path):
+    """Pillow's convert("RGB") drops the alpha: a black logo on a transparent PNG (transparent pixels stored
+    black) became a black square. The background is laid on white, as the page shows it."""
+    from leakdemo.data import decode_upload
+    logo = np.zeros((40, 40, 4), dtype=np.uint8)
+    logo[10:30, 10:30, 3] = 255  # a black square, opaque, on transparent black
+    Image.fromarray(logo, "RGBA").save(tmp_path / "logo.png")
+    grey = Image.new("L", (40, 40), 0)
+    grey.paste(255, (10, 10, 30, 30))
+    grey.save(tmp_path / "keyed.png", transparency=255)  # a palette-free PNG whose white is transparent: stays white
+    Image.new("LA", (40, 40), (0, 0)).save(tmp_path / "clear.png")
+    up = decode_upload("logo.png", (tmp_path / "logo.png").read_bytes())
+    assert up[0, 0].tolist() == [255, 255, 255] and up[20, 20].tolist() == [0, 0, 0]
+    assert decode_upload("clear.png", (tmp_path / "clear.png").read_bytes()).min() == 255
+    assert decode_upload("keyed.png", (tmp_path / "keyed.png").read_bytes())[20, 20].tolist() == [255, 255, 255]
+    b = load_batch(params(data="folder", folder=str(tmp_path), images="logo.png", batch_size="1"))
+    img = b.images[0]  # (3, 32, 32): white around a black centre
+    assert img[:, 0, 0].min() > 0.95 and img[:, 16, 16].max() < 0.05
+
+
 def test_torchvision_never_downloads(tmp_path):
     with pytest.raises(ParamError, match="^data_root: no CIFAR10 found under .*never downloads") as e:
         load_batch(params(data="torchvision", data_root=str(tmp_path), images=""))
