@@ -269,6 +269,23 @@ def test_a_link_names_your_run_as_runs_list_numbers_it(store_path):
     assert run_refs(["12, #4,g1", "R2,,x7"]) == ["r12", "r4", "g1", "r2", "x7"]
 
 
+def test_a_run_deleted_while_it_is_compared_is_said_to_have_left(store_path):
+    """`runs delete 12` in a terminal while the page compares run 12 with a showcase: the next rerun dropped it
+    from the picker without a word, and the class saw one run where there had been two."""
+    run = open_gallery().load(1)
+    store = RunStore(str(store_path))
+    rid = store.record("k", "cli", run.scenario, run.started, run.finished, run.keyframes)
+    at = page(runs=f"r{rid},g1")
+    assert not at.warning and at.multiselect(key="c_runs").value == [f"r{rid}", "g1"]
+    store.delete(rid)
+    at.run()
+    assert not at.exception and at.multiselect(key="c_runs").value == ["g1"]
+    assert [w.value for w in at.warning] == [f"Run #{rid}: no longer in the run store (deleted since it was picked), "
+                                             "so no longer compared."]
+    at.run()  # said once
+    assert not at.warning and at.multiselect(key="c_runs").value == ["g1"]
+
+
 def test_a_link_opens_a_run_older_than_the_newest_the_pickers_list(store_path, monkeypatch):
     """A talk's link to run 1 read "no such recorded run here" on Compare and "no such scene" on the presenter
     once 200 runs had been recorded after it (a class's sweeps record 51 each): the pickers list the newest 200,

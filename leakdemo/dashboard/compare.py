@@ -398,7 +398,11 @@ def main() -> None:
         st.info("No recorded runs yet: run an attack in the Attack Lab, or record the showcases with "
                 "`python -m leakdemo record-gallery`.")
         return
-    st.session_state["c_runs"] = [r for r in st.session_state["c_runs"] if r in choices]
+    gone = [r for r in st.session_state["c_runs"] if r not in choices]
+    if gone:  # deleted since it was picked (`runs delete 12` in a terminal): it left without a word
+        st.warning(f"{', '.join(map(called, gone))}: no longer in the run store (deleted since it was picked), "
+                   "so no longer compared.", icon=":material/delete:")
+        st.session_state["c_runs"] = [r for r in st.session_state["c_runs"] if r in choices]
     picked = st.multiselect(f"Runs to compare (up to {MAX_RUNS})", list(choices), key="c_runs",
                             format_func=choices.get, max_selections=MAX_RUNS, persist_state=KEEP)
     opens_on = _showcases(choices)
