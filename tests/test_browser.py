@@ -720,6 +720,8 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     for i in range(2):
         assert picked.nth(i).get_attribute("src").startswith("data:image/png;base64,")
         assert picked.nth(i).evaluate(DRAWN_SIZE)[0] >= 90, picked.nth(i).evaluate(DRAWN_SIZE)
+    left, right = (picked.nth(i).bounding_box() for i in range(2))
+    assert right["x"] - (left["x"] + left["width"]) < 40, (left, right)  # side by side, not half a page apart
     href = page.get_by_role("link", name="Watch this run live in the Attack Lab").get_attribute("href")
     assert href.startswith("./?") and "preset=dlg" in href and "dp_sigma=1.0" in href and "iterations=40" in href
     lab = new_page(browser, "lab-from-sweep")

@@ -949,8 +949,10 @@ def _picked_point(rows: list[dict], picked, job: SweepJob) -> None:
         return
     axes, _ = st.session_state.get("t_axes", ([], False))
     st.subheader(f"{point_words(row, axes, job.sweep.base.params)}: what the attack rebuilt (first run)")
-    # each original beside its reconstruction, on a phone too
-    cols = st.container(key="strip_picked").columns(2 * len(row["thumbnail"]), wrap=False)
+    # each original beside its reconstruction, on a phone too; the row as wide as its pictures (one image's pair,
+    # in two halves of the page, stood half a page apart)
+    n = 2 * len(row["thumbnail"])
+    cols = st.container(key="strip_picked").columns(n, wrap=False, width=n * (PICKED_CELL + 16))
     for i, pair in enumerate(zip(row["originals"], row["thumbnail"])):
         for col, caption, img in zip(cols[2 * i:2 * i + 2], ("original", "reconstruction"), pair):
             url = _small_url("picked", caption, img)
