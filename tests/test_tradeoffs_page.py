@@ -74,6 +74,25 @@ def test_a_link_that_leaves_out_the_defense_or_its_range_gets_what_the_rest_impl
     assert at.text_input(key="t_vary").value == vary
 
 
+def test_the_defense_and_range_before_a_change_sent_back_by_a_timer_tick_are_not_taken(monkeypatch):
+    """While a sweep runs its panel polls, and a tick carries the sidebar as the browser shows it — before the
+    browser has drawn the range a new defense brought. Streamlit took it as a change: the old defense called
+    the callback again (its range back), or the old range stood under the new defense until the next tick."""
+    from leakdemo.dashboard import shared
+    at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
+    at.selectbox(key="t_defense").set_value("prune").run()
+    assert at.text_input(key="t_vary").value.startswith("prune_ratio=")
+    drawn = at.text_input(key="t_vary").value
+    monkeypatch.setattr(shared, "_fragment_run", lambda: True)  # the tick, with the browser's values from before
+    at.selectbox(key="t_defense").set_value("dp-gaussian")
+    at.text_input(key="t_vary").set_value("dp_sigma=1e-4..1:3")
+    at.run()
+    monkeypatch.setattr(shared, "_fragment_run", lambda: False)
+    at.run()  # the next full run (the sweep ending) draws what the session holds
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert (at.selectbox(key="t_defense").value, at.text_input(key="t_vary").value) == ("prune", drawn)
+
+
 def test_a_custom_sweep_can_vary_a_protocol_knob_instead_of_a_defense():
     """Without a defense, Custom varies what the protocol itself does that defends — a larger batch, more local
     steps — and nothing else: the attack's own iterations are not a defense's trade-off."""

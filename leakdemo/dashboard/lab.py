@@ -29,7 +29,8 @@ from .compare import MAX_RUNS as MAX_COMPARED
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
 from .server_disk import check_disk, disk_problem
 from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, keep_link, line_under_buttons,
-                     polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow, tab_alive)
+                     note_drawn, polled, psnr_bars, queue_line, run_pool, setup_line, stacked_when_narrow, tab_alive,
+                     undo_stale_echoes)
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -134,20 +135,38 @@ def _init_session() -> None:
     _push_to_widgets(s)
 
 
+SAID = ("loaded_note", "loaded_warnings", "choice_error")
+
+
+def _say(**said) -> None:
+    """A note on the settings just changed (a switch's, a file's, an error): shown until the settings change again
+    or Run is pressed. Popped at the next run, it went with the full rerun that follows when the engine's line
+    changes or a run ends, a second or two after it came (a fresh server's first minute)."""
+    for key in SAID:
+        st.session_state.pop(key, None)
+    st.session_state.update(said, said_for=None)  # the settings it speaks of: those of the next run that shows it
+
+
 def _on_preset() -> None:
+    if undo_stale_echoes():  # as in _on_choice
+        return
     name = st.session_state["preset"]
     _push_to_widgets(state.from_query({"preset": name})[0])
 
 
 def _on_choice(name: str) -> None:
+    if undo_stale_echoes():  # the browser's old value, sent back by the run panel's timer: not a choice
+        return
     s = st.session_state["scenario"]
     try:
         new, notes = state.switch(s, name, st.session_state[f"w_{name}"])
         _push_to_widgets(new)
         if notes:
-            st.session_state["loaded_note"] = f"Switched {name} to {new[name]}. " + " ".join(f"{n}." for n in notes)
+            table = {"protocol": catalog.PROTOCOLS, "attack": catalog.ATTACKS, "defense": catalog.DEFENSES}[name]
+            label = table[new[name]].title.split(" — ")[0]  # as the list names it: FedGEMS, not fedgems
+            _say(loaded_note=f"Switched {name} to {label}. " + " ".join(f"{n}." for n in notes))
     except LeakdemoError as e:
-        st.session_state["choice_error"] = str(e)
+        _say(choice_error=str(e))
 
 
 def _on_scenario_file() -> None:
@@ -161,16 +180,14 @@ def _on_scenario_file() -> None:
         _push_to_widgets(s)
         # what the file alone says, under the note (the page says what its settings say, from the settings)
         notes = [n for n in (format_note(d), uploads_note(d)) if n]  # another format; photos the file lacks
-        st.session_state["loaded_warnings"] = notes
-        st.session_state["loaded_note"] = ("Scenario loaded from file: press Run attack to replay it"
-                                           + ("." if notes else " exactly."))
+        _say(loaded_warnings=notes,
+             loaded_note="Scenario loaded from file: press Run attack to replay it" + ("." if notes else " exactly."))
     except (LeakdemoError, ValueError) as e:
         # one line that names the file once: the reader's own "scenario:" prefix would say it a third time
         # ("that file is not a leakdemo scenario (scenario: deep.json is not a scenario (…))"), and a file with
         # one bad value is a scenario, refused for that value
         why = str(e).removeprefix("scenario: ")
-        st.session_state["loaded_note"] = "error: " + (why if why.startswith(f.name) else
-                                                       f"{f.name} was not loaded: {why}")
+        _say(loaded_note="error: " + (why if why.startswith(f.name) else f"{f.name} was not loaded: {why}"))
 
 
 # ---------------------------------------------------------------- widgets from the catalog
@@ -283,6 +300,7 @@ def sidebar() -> tuple:
                          help="The scenario.json a previous run's download gave you.")
     with sb.expander("Replay a showcase"):
         _showcase_picker()
+    note_drawn(["preset"] + [k for k in st.session_state if k.startswith("w_")])  # for undo_stale_echoes
 
     resolved = _resolved(s, uploads)
     if uploads and resolved[0] is not None and resolved[1] is None:
@@ -691,8 +709,10 @@ def chart_panel(handle) -> None:
 
 def _start(scenario, uploads) -> None:
     if not uploads and (refused := disk_problem(scenario.params)) is not None:  # the button was greyed for it
-        st.session_state["choice_error"] = str(refused)
+        _say(choice_error=str(refused))
         return
+    for key in SAID:  # what they said was about the settings before this run
+        st.session_state.pop(key, None)
     old = st.session_state.get("handle")
     if old is not None and not old.done:
         old.stop()
@@ -728,13 +748,18 @@ def main() -> None:
     else:
         for item in ignored:
             st.warning(ignored_line(item), icon=":material/link_off:")
-    note = st.session_state.pop("loaded_note", None)
+    if scenario is not None and st.session_state.get("said_for") is None:
+        st.session_state["said_for"] = scenario.params
+    elif scenario is not None and scenario.params != st.session_state.get("said_for"):
+        for key in SAID:  # _say's notes, until the settings change
+            st.session_state.pop(key, None)
+    note = st.session_state.get("loaded_note")
     if note:
         (st.error if note.startswith("error") else st.info)(note)
-    for w in st.session_state.pop("loaded_warnings", []):
+    for w in st.session_state.get("loaded_warnings", []):
         st.warning(w, icon=":material/warning:")
     if st.session_state.get("choice_error"):
-        st.error(st.session_state.pop("choice_error"))
+        st.error(st.session_state["choice_error"])
 
     if scenario is not None:
         keep_link(state.to_query(scenario), state.to_query(state.from_query({})[0]))
@@ -873,6 +898,7 @@ def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: st
     There is one fragment and one timer: nothing else races it (two fragments and a rerun from one of them
     blanked a busy classroom's tabs). Each full run gives it a new fragment id (`shared.polled`), so that a
     late tick of the old timer is ignored instead of costing the page its new one."""
+    undo_stale_echoes()  # a tick's old sidebar values, set aside before anything reads them
     handle = st.session_state.get("handle")
     if scenario is not None:  # under Run and Stop, which stay put as the card folds (above, they jumped up
         for w in scenario.warnings:  # ~300 px from under the pointer that had just pressed Run)

@@ -42,6 +42,39 @@ def polled(body, pace: float | None):
     return st.fragment(run_every=pace)(live)
 
 
+def note_drawn(keys) -> None:
+    """At the end of a page's controls, in a full run: the values its widgets outside the live fragment were
+    drawn with, which undo_stale_echoes puts back."""
+    st.session_state["drawn_widgets"] = {k: st.session_state[k] for k in keys if k in st.session_state}
+
+
+def _fragment_run() -> bool:
+    """Whether this script run runs fragments alone (a fragment's timer tick), not the whole page."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    ctx = get_script_run_ctx()
+    return ctx is not None and bool(ctx.fragment_ids_this_run)
+
+
+def undo_stale_echoes() -> bool:
+    """Whether this run is a live fragment's alone; if so, each widget outside it goes back to the value the last
+    full run drew it with.
+
+    Why: a fragment's timer tick carries every widget's value as the browser shows it. Between a choice that a
+    callback answers by setting other widgets (a preset's values, a protocol's own attack and defense) and the
+    browser drawing them, a tick sent the old ones back, and Streamlit took them for the user's: switching the
+    Lab to FedMD under Gaussian noise while the page polled (a run going, a fresh server's first minute) called
+    the defense's callback with "Gaussian noise (DP-style)", no FedMD choice, and "defense: must be one of …"
+    stood beside Run; a preset switched during a run went to DLG and back (1 in 4 tries). A choice of the user's
+    own outside the fragment is always a full run, so in a fragment's run such a change is an echo: a callback
+    that sees True ignores it."""
+    if not _fragment_run():
+        return False
+    for key, value in st.session_state.get("drawn_widgets", {}).items():
+        if st.session_state.get(key) != value:
+            st.session_state[key] = value
+    return True
+
+
 # Every keyed choice of a page is drawn with persist_state=KEEP: its value outlives a visit to another page.
 # Without it Streamlit drops a widget's value as soon as a run does not draw it; back from Trade-offs, the Lab's
 # sidebar read preset agic, DLG on FedSGD, with CAFE's 40 images and 2000 iterations left over (the scenario the

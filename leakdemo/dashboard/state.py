@@ -161,12 +161,16 @@ def switch(current: Scenario, name: str, value) -> tuple[Scenario, list[str]]:
     protocol list said FedGEMS, the attack stayed DLG, and two errors stood beside Run."""
     change = {name: value}
     base = dict(current.params)
+    dropped = None
     if name == "protocol" and value != current["protocol"]:
         native = [a for a in catalog.attacks_for(value) if catalog.ATTACKS[a].protocols[0] == value]
         if catalog.ATTACKS[current["attack"]].protocols[0] != value:
             change["attack"] = (native or catalog.attacks_for(value))[0]
-        if current["defense"] not in catalog.defenses_for(value):
-            change["defense"] = catalog.defenses_for(value)[0]
+        if current["defense"] not in catalog.defenses_for(value):  # said: a defense gone without a word read as
+            change["defense"] = catalog.defenses_for(value)[0]  # a result that holds under it
+            theirs = ", ".join(catalog.defense_name(d) for d in catalog.defenses_for(value) if d != "none")
+            dropped = (f"{catalog.defense_name(current['defense'])} does not apply to "
+                       f"{catalog.PROTOCOLS[value].title.split(' — ')[0]}, so no defense now (its own: {theirs})")
         old, new = catalog.PROTOCOLS[current["protocol"]], catalog.PROTOCOLS[value]
         for p in new.params:
             before = old.param(p.name)
@@ -185,8 +189,9 @@ def switch(current: Scenario, name: str, value) -> tuple[Scenario, list[str]]:
             old = base.pop(e.name)  # the note says the refused value first: the message's closing "got 8" goes
             got = rf"[;,]? \(?got (?:{re.escape(e.name)}=)?{re.escape(value_text(old))}\)?$"
             notes.append((e.name, old, re.sub(got, "", str(e).removeprefix(f"{e.name}: "))))
-    return new, [f"{key} is back at its default, {value_text(new[key])} — {value_text(old)} is refused there: {why}"
-                 for key, old, why in notes]
+    return new, [dropped] * bool(dropped) + [
+        f"{key} is back at its default, {value_text(new[key])} — {value_text(old)} is refused there: {why}"
+        for key, old, why in notes]
 
 
 def visible_params(s: Scenario) -> dict[str, list]:

@@ -31,8 +31,8 @@ from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .server_disk import check_disk
-from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, keep_link, line_under_buttons, run_pool,
-                     stacked_when_narrow, tab_alive)
+from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, keep_link, line_under_buttons, note_drawn,
+                     run_pool, stacked_when_narrow, tab_alive, undo_stale_echoes)
 from .state import Ignored, one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
@@ -182,6 +182,9 @@ def _fitting(preset: str, defense: str, extra: dict) -> tuple[dict, list[Ignored
     return kept, dropped
 
 
+SIDEBAR_KEYS = ("t_sweep", "t_preset", "t_defense", "t_vary", "t_seeds")  # the sidebar's widgets, outside the panel
+
+
 def _controls() -> dict:
     """The sidebar; returns the sweep's description (for the URL and the Sweep)."""
     names = list(sweeps()) + [CUSTOM]
@@ -227,6 +230,8 @@ def _controls() -> dict:
 def _new_defense() -> None:
     """Another defense: start from a range of its first parameter (what the user typed is never replaced
     otherwise — a wrong name is an error to read, not something to paper over)."""
+    if undo_stale_echoes():  # the defense before, sent back by the sweep panel's timer: not a choice
+        return
     st.session_state["t_vary"] = default_vary(_sweepable(st.session_state["t_defense"], st.session_state["t_preset"])[0])
 
 
@@ -778,6 +783,7 @@ def main() -> None:
     for item in st.session_state.pop("t_problems", []):
         st.warning(ignored_line(item), icon=":material/link_off:")
     spec = _controls()
+    note_drawn(SIDEBAR_KEYS)  # for undo_stale_echoes
     st.session_state["t_spec_now"] = spec
     keep_link({k: str(v) for k, v in spec.items()}, {"sweep": DEFAULT_SWEEP})
     problem, said = None, []
@@ -816,6 +822,7 @@ def main() -> None:
 
 def sweep_panel(pace) -> None:
     """Progress, charts, the strip, the table and downloads; one fragment, refreshed while the sweep runs."""
+    undo_stale_echoes()  # a tick's old sidebar values (a range the defense just replaced), set aside
     job: SweepJob | None = st.session_state.get("t_job")
     if job is None:
         st.info("Press **Run sweep**. Points appear as they finish; runs already in the run store come back at once.")
