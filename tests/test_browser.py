@@ -375,6 +375,22 @@ def test_cafe_shows_every_sample_framed_by_its_psnr_and_the_step_curves(server, 
     assert_no_traceback(page)
 
 
+def test_a_page_of_samples_picked_under_a_finished_run_stays_picked(server, browser):
+    """The run panel's own choices are clicks on the panel alone: CAFE's "Samples shown 101–120" must show those
+    samples, not jump back to the first page (the page that puts the sidebar back after a timer's tick took it
+    for one of the sidebar's)."""
+    query = "preset=cafe&n_samples=120&batch_size=30&image_size=8&fc_width=16&iterations=100"
+    page = open_lab(browser, server, query, size=(1280, 800))
+    run_until_finished(page, "Original — all 120 training samples")
+    pages = page.locator('[data-testid="stButtonGroup"]').filter(has_text="101–120")
+    pages.locator("button", has_text="101–120").click()
+    for wait in (1000, 3000):  # after the click's run, and after the panel's next ticks
+        page.wait_for_timeout(wait)
+        checked = pages.locator("button").evaluate_all("bs => bs.map(b => b.innerText + ':' + b.getAttribute('aria-checked'))")
+        assert checked == ["1–100:false", "101–120:true"], checked
+    assert_no_traceback(page)
+
+
 OPEN_OPTIONS = """() => [...document.querySelectorAll('[data-testid="stSelectboxVirtualDropdown"] [role="option"] > div')]
   .map(d => [d.innerText, d.scrollWidth, d.clientWidth, d.getBoundingClientRect().right])"""
 

@@ -300,7 +300,9 @@ def sidebar() -> tuple:
                          help="The scenario.json a previous run's download gave you.")
     with sb.expander("Replay a showcase"):
         _showcase_picker()
-    note_drawn(["preset"] + [k for k in st.session_state if k.startswith("w_")])  # for undo_stale_echoes
+    # for undo_stale_echoes: the sidebar's keys are w_…; the run panel's own widgets are named otherwise, for a
+    # click there is a run of the panel alone, which would put them back (the VFL view's page of samples did)
+    note_drawn(["preset"] + [k for k in st.session_state if k.startswith("w_")])
 
     resolved = _resolved(s, uploads)
     if uploads and resolved[0] is not None and resolved[1] is None:

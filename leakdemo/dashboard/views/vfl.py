@@ -22,7 +22,7 @@ def dataset_panel(run: int, started, originals: np.ndarray, images, per: list, i
     start = 0
     if n > PAGE:
         pages = [f"{i + 1}–{min(i + PAGE, n)}" for i in range(0, n, PAGE)]
-        page = st.segmented_control("Samples shown", pages, default=pages[0], key="w_sample_page") or pages[0]
+        page = st.segmented_control("Samples shown", pages, default=pages[0], key="vfl_sample_page") or pages[0]
         start = pages.index(page) * PAGE
     shown = slice(start, min(start + PAGE, n))
     size = originals.shape[1]
