@@ -240,6 +240,23 @@ def test_a_note_stays_until_the_settings_change():
     assert said not in " ".join(i.value for i in at.info)
 
 
+def test_too_few_uploads_for_the_new_protocol_say_how_to_run():
+    """One photo uploaded, then Protocol → vertical FL: beside a greyed Run stood "n_samples: needs 200 images but
+    1 are uploaded", which said neither what to change nor that the upload held the built-in digits back."""
+    at = lab(preset="dlg")
+    at.session_state["kept_uploads"] = [("cat.png", np.full((32, 32, 3), 0.5, dtype=np.float32))]  # as the box
+    widget(at, "Batch size").set_value(4).run()  # left it when the page was left
+    assert at.button[0].disabled
+    assert [e.value for e in at.error] == ["batch_size: needs 4 images, but only 1 is uploaded — upload 3 more, "
+                                           "set batch_size to 1, or remove the uploads to run on the built-in data"]
+    widget(at, "Protocol").set_value("vfl").run()
+    assert at.button[0].disabled  # N cannot go to 1 (nor under the batch of 40): not offered
+    assert [e.value for e in at.error] == ["n_samples: needs 200 images, but only 1 is uploaded — upload 199 more, "
+                                           "or remove the uploads to run on the built-in data"]
+    at.button(key="forget_uploads").click().run()
+    assert not at.error and not at.button[0].disabled
+
+
 def test_a_hand_typed_link_naming_an_attack_of_another_protocol_gets_that_protocol():
     # `?attack=cafe` on the default preset (DLG on FedSGD) was ignored — "cafe does not apply to protocol fedsgd"
     # — and `?protocol=fedmd&attack=tbi` lost both, since dlg's photos are no FedMD data

@@ -328,9 +328,8 @@ def _resolved(s, uploads) -> tuple:
     known = facts(wait=False)  # before the workers report it, the run itself says so if CUDA is missing
     if s2["device"] == "cuda" and known is not None and not known["cuda"]:
         return s2, "device: CUDA is not available on this machine; choose auto or cpu", uploads
-    need = catalog.private_images(s2)
-    if uploads and len(uploads) < need:
-        return s2, f"{catalog.private_images_name(s2)}: needs {plural(need, 'image')} but {len(uploads)} are uploaded", uploads
+    if uploads and len(uploads) < catalog.private_images(s2):
+        return s2, too_few_uploads(s2, len(uploads)), uploads
     if not uploads:
         try:
             check_disk(s2.params)  # before the source is read: a classroom's browsers never list the server's disk
@@ -338,6 +337,26 @@ def _resolved(s, uploads) -> tuple:
         except LeakdemoError as e:
             return s2, str(e), uploads
     return s2, None, uploads
+
+
+def too_few_uploads(s, n: int) -> str:
+    """Fewer uploads than the run takes, and the ways out: one photo uploaded, then Protocol → vertical FL read
+    "n_samples: needs 200 images but 1 are uploaded" beside a greyed Run, and said neither what to change nor
+    that the upload was what held the built-in digits back. A lower count is offered only where it resolves
+    (vertical FL's N cannot go under its batch, nor to 1)."""
+    need, name = catalog.private_images(s), catalog.private_images_name(s)
+    ways = [f"upload {need - n} more"]
+    if name in s.params:  # one setting makes the count (batch_size, n_samples): that setting at n, if it may be
+        try:
+            state.resolve({**s.params, name: n}, preset=s.preset)
+            ways.append(f"set {name} to {n}")
+        except LeakdemoError:
+            pass
+    else:  # a product (clients × batch_size): lower its parts
+        ways.append(f"lower {' or '.join(name.split(' × '))}")
+    ways.append("remove the uploads to run on the built-in data")
+    return (f"{name}: needs {plural(need, 'image')}, but {'only ' if n else ''}{n} "
+            f"{'is' if n == 1 else 'are'} uploaded — {', '.join(ways[:-1])}, or {ways[-1]}")
 
 
 def _batch_preview(where, scenario) -> None:
