@@ -56,13 +56,26 @@ class Axis:
     log: bool = False
 
 
-def parse_axis(text: str, base: Scenario, said_as: str = "--vary") -> Axis:
+def parse_axis(text: str, base: Scenario, said_as: str = "--vary", two: str = "--vary {} --vary {}") -> Axis:
     """'NAME=LOW..HIGH:N' (log-spaced where the catalog marks the parameter log) or 'NAME=a,b,c' (numbers in
     ascending order, however given: `dp_sigma=0.1,0.01` put 0.1's picture before 0.01's in the strip).
-    said_as: what a message calls the text's box — the command line's option, or the Trade-offs page's Vary."""
+    said_as: what a message calls the text's box — the command line's option, or the Trade-offs page's Vary;
+    two: how that box takes two ranges (a template for the two texts), said where one text holds both."""
     if "=" not in text:
         raise LeakdemoError(f"{said_as}: expected NAME=LOW..HIGH:N or NAME=a,b,c, got {text!r}")
     name, spec = (t.strip() for t in text.split("=", 1))
+    # a second NAME= after a separator (a folder's path may hold a '='): `dp_sigma=1e-4..1:6, dp_clip=0,4` read
+    # "the number of points after ':' must be an integer in [2, 64], got '6, dp_clip=0,4'"
+    second = re.search(r"(?:^|(?<=[\s,;:]))[A-Za-z_]\w*\s*=", spec)
+    if name and second:
+        other = second.group()[:-1].strip()
+        if other == name:
+            raise LeakdemoError(f"{said_as}: {name} is given twice in {text!r}; one range is NAME=LOW..HIGH:N or "
+                                f"NAME=a,b,c")
+        first = f"{name}={spec[:second.start()].rstrip(' ,;:')}"
+        rest = f"{other}={spec[second.end():].strip()}"
+        raise LeakdemoError(f"{said_as}: one parameter per range, got a second ({other}) in {text!r}; give them as "
+                            f"{two.format(first, rest)}")
     if not name:
         raise LeakdemoError(f"{said_as}: name the parameter before '=' (NAME=LOW..HIGH:N or NAME=a,b,c), got {text!r}")
     specs = catalog.params_for(base["protocol"], base["attack"], base["defense"])

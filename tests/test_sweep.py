@@ -52,6 +52,12 @@ def test_axes_follow_the_catalog():
     ("dp_sigma=1e-4..1:1", "dp_sigma: the number of points must be an integer in [2, 64], got 1"),
     ("dp_sigma=1e-4..1:65", "dp_sigma: the number of points must be an integer in [2, 64], got 65"),
     ("dp_sigma=1e-4..1:x", "dp_sigma: the number of points after ':' must be an integer in [2, 64]"),
+    # two parameters in one --vary: the second was read as the count ("got '6 dp_clip=0,4'"); each needs its own
+    ("dp_sigma=1e-4..1:6 dp_clip=0,4", "--vary: one parameter per range, got a second (dp_clip) in "
+                                       "'dp_sigma=1e-4..1:6 dp_clip=0,4'; give them as --vary dp_sigma=1e-4..1:6 --vary "
+                                       "dp_clip=0,4"),
+    ("dp_sigma=0.1,0.01,dp_clip=4", "--vary: one parameter per range, got a second (dp_clip)"),
+    ("dp_sigma=1e-4..1:6, dp_sigma=0.1", "--vary: dp_sigma is given twice in"),
     ("dp_sigma=1..1e-4:4", "dp_sigma: the range must go from low to high"),
     ("dp_sigma=1e-4..100:4", "dp_sigma: must be a number in [0, 10], got 100"),
     ("defense=none,prune", "defense: cannot be swept"),

@@ -177,6 +177,9 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
     ("dp_sigma=1e-4..1:20; dp_clip=1,2,4,8", "vary: 20 × 4 = 80 points; at most 64"),
     ("dp_sigma=1e-4..1:3; dp_clip=1,4; lr=1,2", "vary: at most two ranges, separated by ';'"),
     ("dp_sigma=1e-4..1:3; clip=1,4", "clip: is not a parameter of this scenario (did you mean dp_clip?)"),
+    # two ranges run together read "the number of points after ':' must be an integer …, got '3, dp_clip=1,4'"
+    ("dp_sigma=1e-4..1:3, dp_clip=1,4", "Vary: one parameter per range, got a second (dp_clip) in "
+                                        "'dp_sigma=1e-4..1:3, dp_clip=1,4'; give them as dp_sigma=1e-4..1:3; dp_clip=1,4"),
 ])
 def test_a_bad_range_names_the_parameter_and_disables_run(vary, message):
     at = page(sweep="custom", preset="dlg", defense="dp-gaussian", vary="dp_sigma=1e-4..1:3")
