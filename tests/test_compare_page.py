@@ -379,6 +379,9 @@ def test_runs_side_by_side_say_what_tells_them_apart():
         ["batch size = 8", "batch size = 16"]
     assert told_apart([run("dlg", seed=1), run("dlg", seed=1, defense="dp-gaussian")]) == ["", ""]
     assert told_apart([run("dlg", seed=1)]) == [""]
+    # a width of 0 is the model's own: DLG beside a LeNet of width 8 read "model width = 0"
+    assert told_apart([run("dlg"), run("dlg", model_width=8)]) == ["model width: the model's default",
+                                                                   "model width = 8"]
 
 
 def test_the_defenses_form_s_runs_keep_the_order_chosen():
