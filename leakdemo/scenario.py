@@ -239,10 +239,22 @@ def _unused_named_images(values: Mapping[str, Any]) -> str | None:
 
 
 @lru_cache(maxsize=64)
-def _preset_values(name: str, switched: tuple = ()) -> Mapping[str, Any]:
-    """A preset's resolved parameters; `switched`: (name, value) pairs of protocol, attack or defense set
-    over it, which bring their components' defaults (as the Lab's sidebar does)."""
-    return resolve(load_preset(name).params, dict(switched), preset=name).params
+def _preset_values(name: str) -> Mapping[str, Any]:
+    """A preset's resolved parameters."""
+    return resolve(load_preset(name).params, preset=name).params
+
+
+@lru_cache(maxsize=256)
+def _switched_values(name: str, switched: tuple) -> Mapping[str, Any]:
+    """A preset with protocol, attack and defense switched, one after another, as the Lab's sidebar switches
+    them: a new protocol brings its own defaults (FedMD's faces, 40 classes, rounds …). Set over the preset as
+    plain values, they kept the preset's where theirs differ, and a PLI run switched to from `dlg` listed
+    seventeen "changes" — every one of them FedMD's own default — in `runs list` and Compare's picker."""
+    from .switch import switch  # it resolves through this module
+    s = resolve(load_preset(name).params, preset=name)
+    for key, value in switched:  # in the order protocol, attack, defense
+        s = switch(s, key, value)[0] if s[key] != value else s
+    return s.params
 
 
 def changed_settings(params: Mapping[str, Any], preset: str | None) -> dict:
@@ -257,7 +269,7 @@ def changed_settings(params: Mapping[str, Any], preset: str | None) -> dict:
     switched = tuple((k, params[k]) for k in ("protocol", "attack", "defense")
                      if k in params and own.get(k) != params[k])
     try:
-        base = _preset_values(preset, switched)
+        base = _switched_values(preset, switched)
     except LeakdemoError:  # a combination this version refuses (an older store's run): against the preset as is
         base = own
     strengths = catalog.strengths(dict(switched).get("defense"))

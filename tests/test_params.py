@@ -219,6 +219,14 @@ def test_a_recorded_run_says_what_it_changed_from_its_preset():
     assert changed("dlg", protocol="fedavg", attack="dlm-plus", local_steps=4) == {"local_steps": 4}
     assert changed("dlg", defense="prune") == {"prune_ratio": from_preset("dlg", {"defense": "prune"})["prune_ratio"]}
     assert changed_settings({"seed": 3}, "custom") == {}  # a scenario file's run: no preset to differ from
+    # a protocol switched in the Lab brings its own defaults: FedMD from `dlg` listed seventeen "changes" (faces,
+    # 40 classes, 5 rounds, …), every one of them FedMD's default, in `runs list` and Compare's picker
+    from leakdemo.switch import switch
+    lab = switch(from_preset("dlg", {"seed": 3}), "protocol", "fedmd")[0]
+    assert changed_settings(lab.params, "dlg") == {"seed": 3}
+    lab = switch(switch(lab, "attack", "tbi")[0], "defense", "top-k")[0]
+    assert changed_settings(lab.params, "dlg") == {"seed": 3, "top_k": lab["top_k"]}
+    assert changed_settings(switch(from_preset("dlg"), "protocol", "vfl")[0].params, "dlg") == {}  # not 16 px, …
 
 
 def test_more_named_images_than_the_batch_holds_run_the_first_ones():
