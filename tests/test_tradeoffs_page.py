@@ -187,6 +187,7 @@ def test_a_bad_range_names_the_parameter_and_disables_run(vary, message):
     assert not at.exception
     assert any(e.value.startswith(message) for e in at.error), [e.value for e in at.error]
     assert at.button[0].disabled
+    assert not [i.value for i in at.info if "Press **Run sweep**" in i.value]  # not under a greyed button
 
 
 def test_a_corrupt_store_is_a_message_on_the_page(tmp_path, monkeypatch):

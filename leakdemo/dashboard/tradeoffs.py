@@ -817,15 +817,18 @@ def main() -> None:
     if st.session_state.get("t_error"):
         st.error(st.session_state.pop("t_error"))
     pace = None if job is None or job.done else POLL_SECONDS
-    st.fragment(run_every=pace)(sweep_panel)(pace)
+    st.fragment(run_every=pace)(sweep_panel)(pace, refused=problem is not None)
 
 
-def sweep_panel(pace) -> None:
-    """Progress, charts, the strip, the table and downloads; one fragment, refreshed while the sweep runs."""
+def sweep_panel(pace, refused: bool = False) -> None:
+    """Progress, charts, the strip, the table and downloads; one fragment, refreshed while the sweep runs.
+    refused: the sidebar's sweep cannot run (its message stands beside the greyed button, and says what to do)."""
     undo_stale_echoes()  # a tick's old sidebar values (a range the defense just replaced), set aside
     job: SweepJob | None = st.session_state.get("t_job")
     if job is None:
-        st.info("Press **Run sweep**. Points appear as they finish; runs already in the run store come back at once.")
+        if not refused:  # "Press Run sweep" under a greyed Run sweep, as the Lab no longer says it
+            st.info("Press **Run sweep**. Points appear as they finish; runs already in the run store come back "
+                    "at once.")
         return
     rows = job.snapshot()
     if getattr(job, "spec", None) != st.session_state.get("t_spec_now"):
