@@ -866,7 +866,7 @@ def param_label(p: dict, name: str) -> str:
 
 
 def setting_words(p: dict, name: str, value) -> str:
-    """'noise σ = 0.01', 'clip norm off' (a label that says "0 = off", at 0), 'model width: the model's default'
+    """'noise σ = 0.01', 'clip norm off' (a label that says "0 = off", at 0), 'default model width'
     (its help's "0 = the model's default", at 0: Compare's DLG beside PLI read "model width = 0"), 'k = 1': one
     setting in words."""
     q = _param(p, name)
@@ -874,7 +874,7 @@ def setting_words(p: dict, name: str, value) -> str:
     if q is not None and "0 = off" in q.title and not value:
         return f"{label} off"
     if q is not None and "(0 = the model's default)" in q.help and value == 0:
-        return f"{label}: the model's default"
+        return f"default {label}"
     return f"{label} = {value_text(value)}"  # three significant digits, as the strips and axes write it
 
 

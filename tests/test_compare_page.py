@@ -380,7 +380,7 @@ def test_runs_side_by_side_say_what_tells_them_apart():
     assert told_apart([run("dlg", seed=1), run("dlg", seed=1, defense="dp-gaussian")]) == ["", ""]
     assert told_apart([run("dlg", seed=1)]) == [""]
     # a width of 0 is the model's own: DLG beside a LeNet of width 8 read "model width = 0"
-    assert told_apart([run("dlg"), run("dlg", model_width=8)]) == ["model width: the model's default",
+    assert told_apart([run("dlg"), run("dlg", model_width=8)]) == ["default model width",
                                                                    "model width = 8"]
 
 
