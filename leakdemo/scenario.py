@@ -251,7 +251,7 @@ def _switched_values(name: str, switched: tuple) -> Mapping[str, Any]:
     plain values, they kept the preset's where theirs differ, and a PLI run switched to from `dlg` listed
     seventeen "changes" — every one of them FedMD's own default — in `runs list` and Compare's picker."""
     from .switch import switch  # it resolves through this module
-    s = resolve(load_preset(name).params, preset=name)
+    s = from_preset(name)
     for key, value in switched:  # in the order protocol, attack, defense
         s = switch(s, key, value)[0] if s[key] != value else s
     return s.params

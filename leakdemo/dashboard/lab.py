@@ -355,8 +355,8 @@ def too_few_uploads(s, n: int) -> str:
     else:  # a product (clients × batch_size): lower its parts
         ways.append(f"lower {' or '.join(name.split(' × '))}")
     ways.append("remove the uploads to run on the built-in data")
-    return (f"{name}: needs {plural(need, 'image')}, but {'only ' if n else ''}{n} "
-            f"{'is' if n == 1 else 'are'} uploaded — {', '.join(ways[:-1])}, or {ways[-1]}")
+    return (f"{name}: needs {plural(need, 'image')}, but only {n} {'is' if n == 1 else 'are'} uploaded — "
+            f"{', '.join(ways[:-1])}, or {ways[-1]}")
 
 
 def _batch_preview(where, scenario) -> None:

@@ -262,7 +262,8 @@ def build(spec: dict) -> tuple[Sweep, str, str]:
                                  f"per value); got {len(ranges)}")
     for text in ranges:
         _check_swept(text.partition("=")[0].strip(), "=" in text, spec, base)
-    axes = [parse_axis(text, base, said_as="Vary", two=f"{{}}{VARY_SEPARATOR} {{}}") for text in ranges]  # the command line's --vary, once or twice
+    # the command line's --vary, once or twice; one text holding both is told the box's way: 'a; b'
+    axes = [parse_axis(text, base, said_as="Vary", two=f"{{}}{VARY_SEPARATOR} {{}}") for text in ranges]
     if len(axes) == 2:
         if axes[0].name == axes[1].name:
             raise ParamError("vary", f"{axes[0].name} is given twice; the second range varies another parameter")
