@@ -26,7 +26,7 @@ from typing import Iterator
 
 import numpy as np
 
-from . import catalog, privacy
+from . import catalog, privacy, utility
 from .data import check_source
 from .errors import LeakdemoError, ParamError
 from .milestones import RECOGNISABLE_DB
@@ -425,7 +425,6 @@ class Sweep:
         clients, fixed batches, rounds and step size) does not take the swept parameter — a FedSGD client's batch
         size, warm-up steps, FedAvg's local learning rate — only the round the attack observes does. The page
         says so under the flat utility line, which otherwise reads as a measured "costs nothing"."""
-        from . import utility
         if not utility.applies(dict(self.base.params)):
             return False
         keys = set()
@@ -590,7 +589,6 @@ def _result(task: Task, run, events) -> dict:
     out["record"] = {"key": key, "scenario": sc.to_dict(), "started": started, "finished": finished,
                      "keyframes": _thin(run.keyframes.items, keyframe_cap(finished.images))}
     if task.with_utility:
-        from . import utility
         if utility.applies(task.params):
             out["utility"] = utility.measure(task.params)
             out["utility_key"] = utility.keys(task.params)
@@ -602,12 +600,9 @@ def _scored(task: Task, finished, started, run_id) -> dict:
     run = {"seed": task.seed, "image": task.image, "status": finished.status, "psnr": m.get("psnr"),
            "ssim": m.get("ssim"), "lpips": m.get("lpips"), "seconds": finished.seconds, "run_id": run_id,
            "attack_accuracy": m.get("attack_accuracy"), "names": started.names if started else None}
-    u = m.get("utility")
-    if u and "steps" in u:  # vertical FL: the federation's training loss at the end (with this defense)
-        tail = u["defended"][-10:]
-        run["training_loss"] = sum(tail) / len(tail)
-    elif u and "defended" in u:  # logit sharing: the clients' test accuracy
-        run["client_accuracy"] = sum(u["defended"]) / len(u["defended"])
+    own = utility.of_run(m)  # vertical FL's final training loss, or logit sharing's clients' test accuracy
+    if own is not None:
+        run[own[0]] = own[1]
     run["thumbnail"] = finished.images[:4]
     run["originals"] = started.originals[:4] if started is not None else None
     return run
@@ -629,7 +624,6 @@ def _from_store(store, task: Task) -> dict | None:
     stored = store.load(run_id, keyframes=False)
     out = {"point": task.point, "run": _scored(task, stored.finished, stored.started, run_id)}
     if task.with_utility:
-        from . import utility
         if utility.applies(task.params):
             u = utility.cached(task.params, store)
             if u is None:
@@ -770,9 +764,9 @@ def summarise(point: Point, base: Scenario, axes: list[Axis]) -> dict:
            "recognisable": (sum(v >= RECOGNISABLE_DB for v in psnr) / len(psnr)) if psnr and not logit else None,
            "attack_accuracy": _median([r.get("attack_accuracy") for r in ok]) if logit else None}
     row["errors"] = sorted({r["error"] for r in point.runs if "error" in r})
-    utility = [u["test_accuracy"] for u in point.utility.values() if u]
-    row["test_accuracy"] = _median(utility)
-    row["test_accuracy_range"] = _spread(utility)
+    accuracies = [u["test_accuracy"] for u in point.utility.values() if u]
+    row["test_accuracy"] = _median(accuracies)
+    row["test_accuracy_range"] = _spread(accuracies)
     row["clean_test_accuracy"] = _median([u["clean_test_accuracy"] for u in point.utility.values() if u])
     row["training_loss"] = _median([r.get("training_loss") for r in ok])
     row["client_accuracy"] = _median([r.get("client_accuracy") for r in ok])

@@ -117,6 +117,23 @@ def store_result(store, result_keys: dict, value: dict) -> None:
         store.keep("utility", key, value[name])
 
 
+def of_run(metrics: dict) -> tuple[str, float, float | None] | None:
+    """A finished run's own utility figure, (name, with its defense, without it or None): the final training loss
+    (the mean of the last ten steps) for vertical FL, the clients' test accuracy (mean over the clients) for logit
+    sharing, each measured inside the run; None for FedSGD and FedAvg, whose utility is the separate training
+    above (`measure`)."""
+    u = metrics.get("utility")
+    if not u or not u.get("defended"):
+        return None
+    if "steps" in u:
+        def final(curve):
+            return sum(curve[-10:]) / len(curve[-10:])
+        return "training_loss", final(u["defended"]), final(u["clean"]) if u.get("clean") else None
+    def mean(v):
+        return sum(v) / len(v)
+    return "client_accuracy", mean(u["defended"]), mean(u["clean"]) if u.get("clean") else None
+
+
 def learning_rate(p: dict) -> float:
     """The federation's step size. The sigmoid LeNet's last layer grows with the image (12·⌈s/4⌉² inputs):
     its step shrinks with that fan-in (measured: 1.0 learns the 16 px digits to 0.97, but oscillates at

@@ -654,6 +654,17 @@ def test_each_runs_caption_says_where_the_private_data_is():
     assert table.loc["LPIPS"].tolist() == ["0.118", "< 0.001"]
 
 
+def test_the_table_says_what_each_defense_costs_where_the_run_measured_it():
+    """Compare's table named the defenses' privacy and never their cost, though vertical FL and logit runs
+    measure it (the Lab shows it as Utility, or as the training-loss curve): the defenses form's runs side by
+    side read as if each defense were free. A FedSGD run's utility is a training of its own: '—'."""
+    at = page(runs="g5,g6,g7,g1")  # CAFE, CAFE against fake gradients, PLI, DLG
+    table = at.table[0].value
+    assert table.loc["utility"].tolist() == ["training loss 0.390", "training loss 0.665 (0.390 without)",
+                                             "clients' accuracy 100%", "—"], table.loc["utility"]
+    assert "utility" not in page(runs="g1,g2").table[0].value.index  # no run has one: no row of dashes
+
+
 def _nodes(node):
     """Every element under `node`, in page order."""
     for child in (node.children.values() if isinstance(getattr(node, "children", None), dict) else []):

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from .. import catalog, milestones
+from .. import catalog, milestones, utility
 from ..artifacts import as_mosaics, comparison_png, grid, pair_grid, shown_originals
 from .pictures import IMAGE_CSS, png_once
 from ..errors import LeakdemoError
@@ -572,6 +572,18 @@ def _table(runs) -> None:
                     help="Full screen in a new tab, a run a scene, each replaying by itself: Back / Next or ← / →")
 
 
+def utility_words(m: dict) -> str | None:
+    """'clients' accuracy 70% (60% without)' or 'training loss 0.635 (0.375 without)': the run's own utility
+    figure beside the same federation's without the defense, where the run measured it (vertical FL, logit
+    sharing); None for FedSGD and FedAvg, whose utility is a training of its own (the Trade-offs page's)."""
+    own = utility.of_run(m)
+    if own is None:
+        return None
+    name, value, clean = own
+    form, what = ("{:.3f}", "training loss") if name == "training_loss" else ("{:.0%}", "clients' accuracy")
+    return f"{what} {form.format(value)}" + ("" if clean is None else f" ({form.format(clean)} without)")
+
+
 def figures(run: StoredRun) -> dict[str, str | None]:
     """A finished run's figures as the page words them elsewhere (46.9 dB, 100%), None where it has none."""
     m, p = run.finished.metrics, run.scenario.get("params", {})
@@ -586,6 +598,8 @@ def figures(run: StoredRun) -> dict[str, str | None]:
             "label accuracy": shown(m.get("label_accuracy"), "{:.0%}"),
             "attack accuracy": shown(m.get("attack_accuracy"), "{:.0%}"),
             "TBI accuracy": shown(m.get("baseline_attack_accuracy"), "{:.0%}"),
+            # what the defense costs, where the run measured it (the Lab's Utility metric or its loss curve)
+            "utility": utility_words(m),
             "privacy": m.get("privacy", "ε = ∞"), "steps": shown(run.finished.iterations, "{}"),
             "time": shown(run.finished.seconds, "{:.1f} s"),
             # when the picture came back: two attacks that end at the same PSNR may differ fivefold here
