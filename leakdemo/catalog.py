@@ -592,8 +592,8 @@ DEFENSES = {
         protocols=LOGIT_PROTOCOLS, payload="logits"),
     "top-k": Component(
         "defense", "top-k", "Top-k only",
-        "Each client shares only its k most likely classes' probabilities; the rest of the mass is spread "
-        "evenly over the other classes.",
+        "Each client shares only its k most likely classes' logits; the other classes share one even logit that "
+        "keeps their total probability, spread evenly over them.",
         params=(Param("top_k", "int", 1, "classes shared per image", low=1, high=1000, group="defense",
                       label="k"),),
         protocols=LOGIT_PROTOCOLS, payload="logits"),

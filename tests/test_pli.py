@@ -110,6 +110,11 @@ def test_logit_defenses_keep_what_they_promise():
     rest = shared.clone().scatter_(1, top.indices, float("nan"))
     spread = rest[~rest.isnan()].view(50, 8)
     assert torch.allclose(spread, spread[:, :1].expand_as(spread), atol=1e-6)  # the rest is flat
+    # the kept classes' own logits are sent, not log-probabilities: FedMD's clients digest the consensus by L1 on
+    # raw logits, and a shift moved their accuracy by 10 points with k = J, where nothing is hidden
+    kept = top_k_only([logits], 2)[0]
+    assert torch.equal(kept.gather(1, top.indices), logits.gather(1, top.indices))
+    assert torch.equal(top_k_only([logits], 10)[0], logits) and torch.equal(top_k_only([logits], 50)[0], logits)
     rounded = round_logits([logits], 0.5)[0]
     assert torch.allclose(rounded * 2, (rounded * 2).round()) and (rounded - logits).abs().max() <= 0.25 + 1e-6
 
