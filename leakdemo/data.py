@@ -182,7 +182,7 @@ def read_image_file(path: str) -> np.ndarray:
 def _folder_files(folder: str) -> tuple[tuple[str, tuple[str, int]], ...]:
     """(relative path, (absolute path, label)); sub-folders are classes, loose files get label by order."""
     if not folder:
-        raise ParamError("folder", "set folder=PATH to an image folder when data=folder")
+        raise ParamError("folder", "empty; give the path of the image folder to read (data=folder)")
     if not os.path.isdir(folder):
         raise ParamError("folder", f"{folder!r} is not a readable folder")
     classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
@@ -223,7 +223,7 @@ def folder_fingerprint(folder: str) -> str | None:
 def _check_data_root(root: str) -> None:
     """What a torchvision source needs before torch opens it: a root that is a folder."""
     if not root:
-        raise ParamError("data_root", "set data_root=PATH to where the torchvision dataset already lies")
+        raise ParamError("data_root", "empty; give the folder where the torchvision dataset already lies (it is never downloaded)")
     if not os.path.isdir(root):
         raise ParamError("data_root", f"{root!r} is not a readable folder")
 

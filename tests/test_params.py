@@ -270,7 +270,7 @@ def test_a_parameter_set_where_the_scenario_does_not_read_it_is_said(tmp_path):
     path.write_text(load("dlg", {"model": "mlp"}).to_json())
     assert not any("changes nothing" in w for w in load(str(path), {"seed": 2}).warnings)
     # a torchvision source is refused before a run starts when it has no folder to read (a sweep's point, the Lab)
-    with pytest.raises(ParamError, match="^data_root: set data_root=PATH"):
+    with pytest.raises(ParamError, match="^data_root: empty; give the folder where the torchvision dataset already lies"):
         check_source(dict(from_preset("dlg", {"data": "torchvision"}).params))
     with pytest.raises(ParamError, match="^data_root: '/no/such' is not a readable folder$"):
         check_source(dict(from_preset("dlg", {"data": "torchvision", "data_root": "/no/such"}).params))

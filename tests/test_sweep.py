@@ -298,8 +298,9 @@ def test_a_strength_that_leaves_the_payload_as_it_is_is_the_undefended_run_not_r
     ("batch_size=30,40", None, {}, "batch_size: must be at most 23 for data=samples, got 30"),
     ("lr=0.5,1", ["nope"], {}, "images: unknown samples item 'nope'"),
     # the undefended yardstick would run, every swept point not: it ran the yardstick a minute, then listed failures
-    ("data=folder,torchvision", None, {"defense": "dp-gaussian"}, "folder: set folder=PATH"),
-    ("data=torchvision,folder", None, {"defense": "dp-gaussian"}, "data_root: set data_root=PATH"),
+    ("data=folder,torchvision", None, {"defense": "dp-gaussian"},
+     "folder: empty; give the path of the image folder to read"),
+    ("data=torchvision,folder", None, {"defense": "dp-gaussian"}, "data_root: empty; give the folder where"),
     # a parameter the scenario never reads: every point ran alike
     ("tv_dataset=SVHN,CIFAR100", None, {}, "tv_dataset: every point of the sweep would run alike: it is read only "
                                            "when data=torchvision (here data=samples)"),
