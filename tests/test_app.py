@@ -593,6 +593,31 @@ def test_the_sidebar_shows_every_photo_the_run_will_take():
     assert not any("picked" in c.value for c in at.sidebar.caption)  # all named: nothing left to the seed
 
 
+def test_digits_faces_and_a_folder_show_the_images_the_run_will_take(tmp_path):
+    """The digits, the faces and a folder's files were named blind — by index, by file name — and first seen
+    in the run: the sidebar shows them as the photos are shown, named as the run names them."""
+    from PIL import Image
+
+    from leakdemo.data import load_batch, load_item
+
+    def shown(at):
+        [pictures] = at.sidebar.get("image")
+        return [im.caption for im in pictures.proto.imgs]
+    at = lab(preset="dlg", data="digits", batch_size="3", images="5")
+    p = {**from_preset("dlg").params, "data": "digits", "batch_size": 3, "images": "5"}
+    keys = load_batch(p, count=3).keys
+    assert keys[0] == "5" and shown(at) == [load_item("digits", k, p)[2] for k in keys]
+    assert shown(at)[0] == "digit 5 #5"
+    assert any(c.value == "The seed (0) picked 2 more — name images above to choose them." for c in at.sidebar.caption)
+    for name, colour in (("a/red.png", (255, 0, 0)), ("b/blue.png", (0, 0, 255))):
+        (tmp_path / name).parent.mkdir()
+        Image.new("RGB", (20, 20), colour).save(tmp_path / name)
+    at = lab(preset="dlg", data="folder", folder=str(tmp_path), batch_size="2", images="b/blue.png")
+    assert shown(at) == ["b/blue.png", "a/red.png"]
+    at = lab(preset="dlg", data="folder", folder=str(tmp_path / "missing"))
+    assert not at.sidebar.get("image")  # the run panel says what is wrong; no pictures of nothing
+
+
 def test_a_bad_server_setting_shows_in_the_sidebar():
     from leakdemo.dashboard import pool
     pool.CONFIG_PROBLEMS.append("LEAKDEMO_MAX_RUNS: must be an integer in [1, 64], got 'many'; using 2")

@@ -16,7 +16,8 @@ import streamlit as st
 from .. import catalog, milestones, privacy
 from ..attacks.notes import PASSING_NOTES
 from ..artifacts import MOSAIC_FROM, upscale
-from ..data import MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, planned_batch, sample_image
+from ..data import (MAX_UPLOAD_FILES, available_samples, check_source, decode_upload, folder_fingerprint, load_item,
+                    planned_batch, sample_image)
 from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
@@ -308,7 +309,7 @@ def sidebar() -> tuple:
     if uploads and resolved[0] is not None and resolved[1] is None:
         _uploads_left_out(upload_note, uploads, resolved[0])
     if preview is not None and not uploads:  # uploads replace the photos: no thumbnails of photos not used
-        _batch_preview(preview, resolved[0] if resolved[1] is None else None)
+        _batch_preview(preview, resolved[0] if resolved[1] is None else None, st.session_state["images_source"])
     return resolved
 
 
@@ -359,27 +360,52 @@ def too_few_uploads(s, n: int) -> str:
             f"{', '.join(ways[:-1])}, or {ways[-1]}")
 
 
-def _batch_preview(where, scenario) -> None:
-    """Thumbnails of the photos a run will take: the named ones, then those the seed picks (a FedAvg client's
-    4 images, a round's 8, showed only the one named). Only the named ones while the settings are invalid."""
-    thumbs = _gallery().pngs
-    named, picked = list(st.session_state.get("w_gallery", [])), []
+def _batch_preview(where, scenario, source: str) -> None:
+    """Thumbnails of the images a run will take: the named ones, then those the seed picks (a FedAvg client's
+    4 images, a round's 8, showed only the one named). The digits, faces and a folder's files were typed blind,
+    by index or name, and first seen in the run: they show too, under the name the run gives them ('digit 7
+    #360'). Only the named photos while the settings are invalid."""
+    named, picked = (list(st.session_state.get("w_gallery", [])) if source == "samples" else []), []
     if scenario is not None:
         try:
             named, picked = planned_batch(scenario) or (named, [])
         except LeakdemoError:  # said in the run panel already
             pass
-    shown = [n for n in (named + picked)[:PREVIEW_THUMBS] if thumbs and n in thumbs]
+    keys = (named + picked)[:PREVIEW_THUMBS]
+    if source == "samples":
+        thumbs = _gallery().pngs or {}
+        shown = [(thumbs[n], n) for n in keys if n in thumbs]
+    else:
+        shown = _item_thumbs(dict(scenario.params), keys) if scenario is not None and keys else []
     if not shown:
         where.empty()
         return
     with where.container():
-        st.image([thumbs[n] for n in shown], caption=shown, width=64)
+        st.image([png for png, _ in shown], caption=[name for _, name in shown], width=64)
         more = len(named) + len(picked) - len(shown)
         if picked:
             which = f"{len(picked)} more" if named else ("all" if len(picked) > 1 else "it")
+            choose = "photos" if source == "samples" else "images"
             st.caption(f"The seed ({scenario['seed']}) picked {which}" + (f"; {more} not shown" if more else "")
-                       + " — name photos above to choose them.")
+                       + f" — name {choose} above to choose them.")
+
+
+def _item_thumbs(p: dict, keys: list[str]) -> list[tuple[bytes, str]]:
+    """(PNG, the run's name for it) of each item of a digits, faces or folder batch, at the run's image size;
+    none where an item cannot be read (the run says why)."""
+    try:
+        return [_item_thumb(p["data"], key, p["image_size"], p.get("folder") or "",
+                            folder_fingerprint(p["folder"]) if p["data"] == "folder" else None) for key in keys]
+    except (LeakdemoError, OSError, ValueError):
+        return []
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _item_thumb(source: str, key: str, size: int, folder: str, files: str | None) -> tuple[bytes, str]:
+    """files: what the folder holds now (a picture replaced under its name is drawn anew)."""
+    from ..artifacts import png_bytes
+    img, _, name = load_item(source, key, {"image_size": size, "num_classes": 1, "folder": folder})
+    return png_bytes((upscale(img.transpose(1, 2, 0), 64) * 255).round().astype(np.uint8)), name
 
 
 def _data_widgets(where, source: str):
@@ -409,6 +435,8 @@ def _data_widgets(where, source: str):
         what = "file names" if source == "folder" else "indices"
         where.text_input(f"Images ({what}, comma-separated)", value=str(held("w_images", "")), key="w_images",
                          persist_state=KEEP)
+        if source != "torchvision":  # a torchvision set is opened by the run alone
+            preview = where.empty()
     files = where.file_uploader("…or upload your own (PNG, JPEG, WebP; ≤ 10 MB)", type=["png", "jpg", "jpeg", "webp"],
                                 accept_multiple_files=True, key="uploads", on_change=_uploads_changed,
                                 help="Uploads stay in this browser session; they are never written to disk.")
