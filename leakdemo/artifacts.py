@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 
 import numpy as np
@@ -214,7 +215,9 @@ def metrics_csv(history: dict, step: str = "iteration") -> str:
     w = csv.writer(buf)
     w.writerow([step.replace(" ", "_") if k == "iteration" else k for k in keys])
     for row in zip(*(history[k] for k in keys)):
-        w.writerow(row)
+        # a figure not there (step 0's loss, before any step) is an empty cell, as spreadsheets and pandas read a
+        # missing value; it was written "nan", which a spreadsheet takes for text
+        w.writerow(["" if isinstance(v, float) and math.isnan(v) else v for v in row])
     return buf.getvalue()
 
 

@@ -1,5 +1,7 @@
 """Logit sharing (FedMD, DS-FL, FedGEMS) and PLI/TBI: closed forms, the metric, the data split, real recovery."""
 import copy
+import csv
+import io
 import itertools
 
 import numpy as np
@@ -152,8 +154,6 @@ def test_pli_recovers_private_classes_and_beats_tbi(tmp_path):
     assert not [e.note for e in progress if e.note]
     # grid.png (CLI, Lab download): the class means, the reconstructions framed green / red by their verdicts
     # and TBI's, in rows of ten; the frames match the verdicts
-    import io
-
     from PIL import Image
 
     from leakdemo.artifacts import GAP, GRID_CELL, VERDICT_COLORS, layout_words, run_files
@@ -164,6 +164,8 @@ def test_pli_recovers_private_classes_and_beats_tbi(tmp_path):
     files = run_files('{"params": {"protocol": "fedmd"}}', events[0].originals, fin, [(fin.iterations, fin.images)])
     csv_text = files["history.csv"].decode()
     assert csv_text.startswith("inversion_epoch,seconds,") and "iteration" not in csv_text
+    first = next(csv.DictReader(io.StringIO(csv_text)))
+    assert first["inversion_epoch"] == "0" and first["loss"] == "" and "nan" not in csv_text  # no loss yet: empty
     side = GRID_CELL // h * h + 2 * 2  # each image enlarged a whole number of times, in a 2-px frame
     block = (-(-n // 10) * (side + GAP) + GAP)  # class means, PLI, TBI: equal blocks, a caption under them
     assert (picture[3 * block:] < 128).any() and (picture[3 * block:3 * block + 4] == 255).all()
