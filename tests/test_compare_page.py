@@ -393,6 +393,16 @@ def test_the_defenses_form_s_runs_keep_the_order_chosen():
     assert in_form_order(["g2", "r3"], {"r3": "prune"}, chosen) == ["g2", "r3"]
 
 
+def test_the_defenses_form_with_no_defense_chosen_says_why_it_cannot_run(store_path):
+    """Every defense removed from the form greyed Run them without a word."""
+    at = page()
+    run = next(b for b in at.button if b.label == "Run them")
+    assert not run.disabled and not [c for c in at.caption if "at least one defense" in c.value]
+    at.multiselect(key="c_defenses").set_value([]).run()
+    run = next(b for b in at.button if b.label == "Run them")
+    assert run.disabled and [c for c in at.caption if c.value == "Choose at least one defense to run."]
+
+
 def test_the_defenses_form_says_each_run_s_state_in_the_sidebar_s_words():
     """Runs scored whole send no frames: the line under the form is all a class sees until one finishes. It
     read "none (running), dp-gaussian (running)" and stood still; now each defense by its title, with a clock."""

@@ -209,6 +209,8 @@ def _defenses_form(sources: dict) -> None:
                disabled=not st.session_state.get("c_defenses") or pending)
     # a slow preset picked by mistake (cafe: minutes a defense on a laptop) must not hold the form until it ends
     row.button("Stop", on_click=_stop_defenses, icon=":material/stop:", disabled=not pending, key="c_stop")
+    if not st.session_state.get("c_defenses") and not pending:  # the greyed button, said why
+        row.caption("Choose at least one defense to run.")
     if st.session_state.get("c_error"):
         st.error(st.session_state.pop("c_error"))
     if st.session_state.get("c_note"):  # the form's runs stopped, or one that found the picker full
