@@ -558,6 +558,11 @@ def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeyp
     chooser.set_value(["g1", "g3"]).run()
     assert at.query_params["scenes"] == "g1,g3" and "scene 1 of 2" in " ".join(m.value for m in at.markdown)
     assert at.title[0].value.startswith("DLG rebuilds a photo") and not at.exception
+    at = AppTest.from_file(PRESENT, default_timeout=120)
+    at.query_params["scenes"] = "r99"  # nothing of the talk's list is left: what opens instead is said
+    at.run()
+    assert [w.value for w in at.warning] == [
+        "Ignored from the link: scenes=r99 (no such scene here; the presenter opens on its default scenes instead)."]
 
 
 def test_your_runs_are_scenes_too(store_path):

@@ -130,9 +130,12 @@ def _init(rows: list[dict], choices: dict, unread: dict) -> None:
     # `scenes=g1&scenes=g2` is the list g1,g2, as on Compare
     asked = run_refs(st.query_params.get_all("scenes"))  # `12`: your run 12, as on Compare
     bad = [c for c in asked if c not in choices and c not in unread]
-    problems = [f"scenes={','.join(bad)} (no such scene here)"] if bad else []
+    kept = [c for c in asked if c in choices]
+    # nothing of the link's list left: say what opens instead, as Compare does (the talk's own scenes did not)
+    instead = "" if kept or not asked else "; the presenter opens on its default scenes instead"
+    problems = [f"scenes={','.join(bad)} (no such scene here{instead})"] if bad else []
     problems += [f"scenes={c[:24]}… ({why})" for c, why in unread.items() if c in asked]
-    scenes = st.session_state["p_scenes"] = [c for c in asked if c in choices] or default_scenes(rows, choices)
+    scenes = st.session_state["p_scenes"] = kept or default_scenes(rows, choices)
     asked_scene = st.query_params.get("scene", "1")
     try:
         n = int(asked_scene)
