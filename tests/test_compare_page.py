@@ -789,3 +789,19 @@ def test_a_new_link_is_read_while_the_form_s_runs_are_out(store_path):
     at.run()
     assert not at.exception and not at.session_state["c_pending"]
     assert at.multiselect(key="c_runs").value == ["g3", "r1"]
+
+
+def test_with_the_run_store_off_the_pages_do_not_promise_to_keep_runs(monkeypatch, tmp_path):
+    """LEAKDEMO_STORE=off: Compare said every finished run is kept in the run store, and Trade-offs that runs
+    already in it come back at once; neither holds where no run is kept."""
+    from streamlit.testing.v1 import AppTest as Test
+    monkeypatch.setenv("LEAKDEMO_STORE", "off")
+    intro = " ".join(m.value for m in page().markdown)
+    assert "the run store is off here, LEAKDEMO_STORE=off: no run is kept" in intro and "is kept in" not in intro
+    at = Test.from_file(os.path.join(ROOT, "pages", "2_Tradeoffs.py"), default_timeout=120)
+    at.query_params["sweep"] = "custom"
+    at.run()
+    assert [i.value for i in at.info if "Press **Run sweep**" in i.value] == [
+        "Press **Run sweep**. Points appear as they finish."]
+    monkeypatch.setenv("LEAKDEMO_STORE", str(tmp_path / "runs.sqlite"))
+    assert "every finished run is kept in the run store" in " ".join(m.value for m in page().markdown)

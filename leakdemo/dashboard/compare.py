@@ -381,10 +381,13 @@ def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
     run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     st.title(":material/compare: Compare and replay")
-    st.markdown("Recorded runs side by side — the built-in showcases, or any run you made (every finished run "
-                "is kept in the run store, but one on uploaded photos). **Play** replays them together from the first frame to the last: "
-                "nothing is computed, so it is instant on any machine.")
     sources, problems = _sources()
+    # with the store turned off (LEAKDEMO_STORE=off) no run is kept: the page said every one was
+    kept = ("every finished run is kept in the run store, but one on uploaded photos" if "r" in sources or problems
+            else "but the run store is off here, LEAKDEMO_STORE=off: no run is kept")
+    st.markdown(f"Recorded runs side by side — the built-in showcases, or any run you made ({kept}). **Play** "
+                "replays them together from the first frame to the last: nothing is computed, so it is instant on "
+                "any machine.")
     for p in problems:
         st.warning(p)
     _collect(sources)

@@ -21,7 +21,7 @@ from .. import catalog
 from ..artifacts import upscale
 from ..errors import LeakdemoError, ParamError
 from ..scenario import did_you_mean, likeliest, load, presets
-from ..store import open_store
+from ..store import default_path, open_store
 from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
 from ..sweeps import meant_sweeps, sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, epsilon_title, equations_line, has_epsilon,
@@ -828,8 +828,8 @@ def sweep_panel(pace, refused: bool = False) -> None:
     job: SweepJob | None = st.session_state.get("t_job")
     if job is None:
         if not refused:  # "Press Run sweep" under a greyed Run sweep, as the Lab no longer says it
-            st.info("Press **Run sweep**. Points appear as they finish; runs already in the run store come back "
-                    "at once.")
+            st.info("Press **Run sweep**. Points appear as they finish" + (
+                "; runs already in the run store come back at once." if default_path() is not None else "."))
         return
     rows = job.snapshot()
     if getattr(job, "spec", None) != st.session_state.get("t_spec_now"):
