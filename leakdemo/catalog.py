@@ -829,10 +829,25 @@ def strengths(defense: str) -> set[str]:
 
 def defense_does_nothing(p: dict) -> bool:
     """Whether the defense, at this strength, sends the payload as it is, bit for bit: pruning 0 %, a sending
-    temperature of 1 — the undefended scenario under another name, which a sweep need not run twice. Noise of
-    σ = 0 is not counted: the payload is the same, but the defense still draws from its generator."""
+    temperature of 1, the top k of k or fewer classes — the undefended scenario under another name, which a
+    sweep need not run twice. Noise of σ = 0 is not counted: the payload is the same, but the defense still draws
+    from its generator."""
     d = p.get("defense")
-    return (d == "prune" and p.get("prune_ratio") == 0) or (d == "logit-temperature" and p.get("send_temperature") == 1)
+    classes = logit_classes(p)
+    return ((d == "prune" and p.get("prune_ratio") == 0)
+            or (d == "logit-temperature" and p.get("send_temperature") == 1)
+            or (d == "top-k" and classes is not None and p.get("top_k", 0) >= classes))
+
+
+def logit_classes(p: dict) -> int | None:
+    """The classes of a logit-sharing scenario's logits: every identity on FedMD and FedGEMS (the digits are
+    always ten), only the private ones on DS-FL, whose unlabelled public set names no other (distillation's
+    label_space); None for the other protocols."""
+    if p.get("protocol") not in LOGIT_PROTOCOLS:
+        return None
+    if p["protocol"] == "ds-fl":
+        return p.get("target_classes")
+    return 10 if p.get("data") == "digits" else p.get("num_classes")
 
 
 def defense_phrase(p: dict) -> str:

@@ -281,6 +281,15 @@ def test_a_strength_that_leaves_the_payload_as_it_is_is_the_undefended_run_not_r
         assert catalog.defense_does_nothing(p)  # and it is so, bit for bit
         assert all(torch.equal(a, b) for a, b in zip(apply_defense(p["defense"], payload, p, torch.Generator()), payload))
     assert not catalog.defense_does_nothing({"defense": "prune", "prune_ratio": 0.001})
+    # the top k of the logits' every class: pli-digits' ten, DS-FL's models' five private ones
+    logits = [torch.randn(6, 10)]
+    for over, k, nothing in (({}, 10, True), ({}, 9, False), ({"protocol": "ds-fl"}, 5, True)):
+        p = {**from_preset("pli-digits", over).params, "defense": "top-k", "top_k": k}
+        assert catalog.defense_does_nothing(p) is nothing, (over, k)
+    assert torch.equal(apply_defense("top-k", logits, {"top_k": 10}, torch.Generator())[0], logits[0])
+    base = from_preset("pli-digits", {"defense": "top-k"})
+    assert Sweep(base, [parse_axis("top_k=1,3,10", base)]).same_as_undefended() == \
+        "top_k=10 is the undefended run, not run twice"
     assert not catalog.defense_does_nothing({"defense": "dp-gaussian", "dp_sigma": 0.0, "dp_clip": 0.0})  # still draws
     base = from_preset("dlg", {"defense": "prune", "image_size": 16, "iterations": 10})
     sweep = Sweep(base, [parse_axis("prune_ratio=0..0.9:3", base)], seeds=2)
