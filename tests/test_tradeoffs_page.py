@@ -66,6 +66,9 @@ def test_a_link_that_names_only_another_protocols_defense_opens_a_preset_that_sw
     ({"defense": "fake-gradients"}, "cafe", "fake-gradients", "fake_sigma=0.0105..10:5"),
     ({"vary": "top_k=1..5:3"}, "pli", "top-k", "top_k=1..5:3"),  # the range names the defense
     ({"preset": "dlg", "vary": "batch_size=1..16:5"}, "dlg", "none", "batch_size=1..16:5"),  # a knob: no defense
+    # top-k's whole range, 1 … 1000, left only k = 1 below pli's 40 classes: the rest was the undefended run
+    ({"defense": "top-k"}, "pli", "top-k", "top_k=1,2,4,8,16"),
+    ({"preset": "pli-digits", "defense": "top-k"}, "pli-digits", "top-k", "top_k=1,2,4,8"),  # ten digits
 ])
 def test_a_link_that_leaves_out_the_defense_or_its_range_gets_what_the_rest_implies(query, preset, defense, vary):
     at = page(**query)

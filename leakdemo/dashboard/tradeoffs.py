@@ -125,7 +125,8 @@ def _init_from_query() -> None:
     # no range in the link: the built-in DP sweep's, or the first one of the defense it names (`?defense=prune`
     # was given the noise σ's range, and refused it)
     st.session_state["t_vary"] = q.get("vary") or (DEFAULT_VARY if defense == "dp-gaussian" else
-                                                   default_vary(_sweepable(defense, st.session_state["t_preset"])[0]))
+                                                   default_vary(_sweepable(defense, st.session_state["t_preset"])[0],
+                                                                st.session_state["t_preset"]))
     try:
         seeds = int(q.get("seeds", "1"))
         if not 1 <= seeds <= MAX_SEEDS:
@@ -232,12 +233,19 @@ def _new_defense() -> None:
     otherwise — a wrong name is an error to read, not something to paper over)."""
     if undo_stale_echoes():  # the defense before, sent back by the sweep panel's timer: not a choice
         return
-    st.session_state["t_vary"] = default_vary(_sweepable(st.session_state["t_defense"], st.session_state["t_preset"])[0])
+    preset = st.session_state["t_preset"]
+    st.session_state["t_vary"] = default_vary(_sweepable(st.session_state["t_defense"], preset)[0], preset)
 
 
-def default_vary(p) -> str:
+def default_vary(p, preset: str | None = None) -> str:
     """A first range for a parameter: two decades either side of its default when it is log-scaled; a count
-    (batch size) in five doublings from a quarter of its default: 1, 2, 4, 8, 16 from 1; 10 … 160 from 40."""
+    (batch size) in five doublings from a quarter of its default: 1, 2, 4, 8, 16 from 1; 10 … 160 from 40. Top-k
+    keeps fewer classes than the preset's logits have, in doublings (1 … 16 of 40, 1 … 8 of the ten digits): its
+    whole range, 1 … 1000, put every point but k = 1 at or above the class count, each the undefended run."""
+    classes = catalog.logit_classes(load(preset, {}).params) if p.name == "top_k" and preset else None
+    if classes:
+        ks = [k for k in (1, 2, 4, 8, 16) if k < classes] or [1]
+        return f"{p.name}={','.join(map(str, ks))}"
     if p.log and p.kind == "int":
         lo = max(p.low, p.default // 4)
         return f"{p.name}={lo:g}..{min(p.high, max(4 * p.default, 16 * lo)):g}:5"
