@@ -839,6 +839,18 @@ def defense_does_nothing(p: dict) -> bool:
             or (d == "top-k" and classes is not None and p.get("top_k", 0) >= classes))
 
 
+def idle_defense(p: dict) -> str | None:
+    """Said before a run whose defense, at its strength, sends the payload as it is (defense_does_nothing): its
+    figures are the undefended run's, though its title names a defense (top_k=50 of FedMD's 40 classes)."""
+    if not defense_does_nothing(p):
+        return None
+    d = p["defense"]
+    why = {"prune": "it zeroes no entry", "logit-temperature": "it divides the logits by 1",
+           "top-k": f"the top {p.get('top_k')} of the logits' {logit_classes(p)} classes are all of them"}[d]
+    what = "the logits as they are" if DEFENSES[d].payload == "logits" else "the payload as it is"
+    return f"{defense_phrase(p)} leaves {what} ({why}): this run is the undefended one"
+
+
 def logit_classes(p: dict) -> int | None:
     """The classes of a logit-sharing scenario's logits: every identity on FedMD and FedGEMS (the digits are
     always ten), only the private ones on DS-FL, whose unlabelled public set names no other (distillation's

@@ -178,7 +178,8 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     bad = catalog.KNOWN_BAD.get((attack, values.get("model")))
     if bad:
         warnings.append(bad)
-    warnings += [w for w in [catalog.too_few_equations(values), catalog.short_of_the_paper(values)] if w]
+    warnings += [w for w in [catalog.too_few_equations(values), catalog.short_of_the_paper(values),
+                             catalog.idle_defense(values)] if w]
     warnings += catalog.cost_warnings(values)
     return Scenario(values, preset, tuple(warnings))
 

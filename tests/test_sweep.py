@@ -287,6 +287,13 @@ def test_a_strength_that_leaves_the_payload_as_it_is_is_the_undefended_run_not_r
         p = {**from_preset("pli-digits", over).params, "defense": "top-k", "top_k": k}
         assert catalog.defense_does_nothing(p) is nothing, (over, k)
     assert torch.equal(apply_defense("top-k", logits, {"top_k": 10}, torch.Generator())[0], logits[0])
+    # a run of it alone says so before it starts (Lab, CLI): its title names a defense its figures do not have
+    assert from_preset("pli-digits", {"defense": "top-k", "top_k": 10}).warnings == (
+        "Top-k only (k = 10) leaves the logits as they are (the top 10 of the logits' 10 classes are all of them): "
+        "this run is the undefended one",)
+    assert not from_preset("pli-digits", {"defense": "top-k", "top_k": 9}).warnings
+    assert "leaves the payload as it is (it zeroes no entry)" in from_preset("dlg", {"defense": "prune",
+                                                                                   "prune_ratio": 0}).warnings[0]
     base = from_preset("pli-digits", {"defense": "top-k"})
     assert Sweep(base, [parse_axis("top_k=1,3,10", base)]).same_as_undefended() == \
         "top_k=10 is the undefended run, not run twice"
