@@ -223,7 +223,8 @@ def folder_fingerprint(folder: str) -> str | None:
 def _check_data_root(root: str) -> None:
     """What a torchvision source needs before torch opens it: a root that is a folder."""
     if not root:
-        raise ParamError("data_root", "empty; give the folder where the torchvision dataset already lies (it is never downloaded)")
+        raise ParamError("data_root", "empty; give the folder where the torchvision dataset already lies (it is "
+                                      "never downloaded)")
     if not os.path.isdir(root):
         raise ParamError("data_root", f"{root!r} is not a readable folder")
 

@@ -394,8 +394,8 @@ def _item_thumbs(p: dict, keys: list[str]) -> list[tuple[bytes, str]]:
     """(PNG, the run's name for it) of each item of a digits, faces or folder batch, at the run's image size;
     none where an item cannot be read (the run says why)."""
     try:
-        return [_item_thumb(p["data"], key, p["image_size"], p.get("folder") or "",
-                            folder_fingerprint(p["folder"]) if p["data"] == "folder" else None) for key in keys]
+        files = folder_fingerprint(p["folder"]) if p["data"] == "folder" else None
+        return [_item_thumb(p["data"], key, p["image_size"], p.get("folder") or "", files) for key in keys]
     except (LeakdemoError, OSError, ValueError):
         return []
 
