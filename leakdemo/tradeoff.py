@@ -195,14 +195,21 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
     uname = next((utility_of(r)[0] for r in rows if utility_of(r)[1] is not None), None)
     twin = left.twinx() if uname else None
     by_epsilon = x == "epsilon"
+    every_series = series  # the right panel places every point, whatever the left one's x-axis
     if by_epsilon:  # only points with a formal guarantee have a place on this axis
-        series = [(n, [r for r in rs if has_epsilon(r)]) for n, rs in series]
-        series = [(n, sorted(rs, key=lambda r: r["epsilon"])) for n, rs in series if rs]
+        series = [(n, sorted((r for r in rs if has_epsilon(r)), key=lambda r: r["epsilon"])) for n, rs in series]
         numeric, log = True, True
-        if not series:
+        if not any(rs for _, rs in series):
             left.text(0.5, 0.5, "no point has a formal ε:\nonly dp-gaussian with dp_clip > 0 gives one",
                       ha="center", va="center", transform=left.transAxes)
+        else:
+            off = sum(1 for _, rs in every_series for r in rs if not r["undefended"] and not has_epsilon(r))
+            if off:
+                left.text(0.02, 0.02, f"{off} point{'s' if off > 1 else ''} with no formal ε: on the right only",
+                          ha="left", va="bottom", fontsize=7, color="#555", transform=left.transAxes)
     for i, (name, rs) in enumerate(series):
+        if not rs:  # a series with no formal ε, on the ε axis: its colour stays its own on the right
+            continue
         color = SERIES_COLORS[i % len(SERIES_COLORS)]
         xs = [(r["epsilon"] if by_epsilon else r.get(axes[0])) if numeric else j for j, r in enumerate(rs)]
         ys = [r.get(key) for r in rs]
@@ -216,7 +223,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
         left.axhline(clean[key], color="#c0392b", linewidth=1, linestyle=":", label="leakage with no defense")
     if key == "psnr":
         left.axhline(20, color="#e67e22", linestyle="--", linewidth=1, label="20 dB: recognisable")
-    if numeric and log and series:
+    if numeric and log and any(rs for _, rs in series):
         xs = [r["epsilon"] if by_epsilon else r.get(axes[0]) for _, rs in series for r in rs]
         lo, hi = min(xs), max(xs)
         if lo == 0:
@@ -227,8 +234,8 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
             left.set_xscale("log")
             left.set_xlim(lo / 1.3, hi * 1.3)
         ticks = sorted(set(xs))
-        if not by_epsilon and len(ticks) <= 12:  # the swept values themselves, not decades ("10^0, 10^1")
-            left.set_xticks(ticks, [value_text(t) for t in ticks])
+        if len(ticks) <= 12:  # the swept values (or the points' ε) themselves, not decades ("3×10^0 4×10^0")
+            left.set_xticks(ticks, [three_digits(t) if by_epsilon else value_text(t) for t in ticks])
             left.minorticks_off()
     if key == "attack_accuracy":
         left.set_ylim(*SHARE_RANGE)
@@ -256,7 +263,7 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
     else:
         front = set(pareto(usable, key))
         stacked = {}  # labels already at a spot: equal figures (prior=restored,auto) printed theirs over each other
-        for i, (name, rs) in enumerate(series):
+        for i, (name, rs) in enumerate(every_series):
             color = SERIES_COLORS[i % len(SERIES_COLORS)]
             rs = [r for r in rs if r in usable]
             for r in rs:

@@ -631,3 +631,27 @@ def test_a_sweep_says_what_run_would_warn_of_at_its_points():
     assert said[0].endswith(" — likewise at batch_size=8; batch_size=16"), said
     run = cli("sweep", "dlg", "--vary", "model=resnet", "--set", "iterations=1", "--set", "model_width=4")
     assert "warning: DLG's L2 objective rarely converges" in run.stderr, run.stderr
+
+
+def test_the_cli_chart_against_epsilon_still_places_every_point_by_its_utility(monkeypatch):
+    """`sweep pli-digits --vary logit_sigma=... --x-axis epsilon`: no point has a formal ε, so the left panel says
+    so; the right panel (privacy against utility) has no ε axis and drew the undefended star alone, the three
+    measured points gone. A DP sweep with and without clipping lost its unclipped points there too."""
+    from matplotlib.figure import Figure
+
+    from leakdemo.tradeoff import tradeoff_png
+    drawn = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    rows = [{"index": i, "label": f"p{i}", "undefended": i == 0, "dp_sigma": s, "dp_clip": c, "runs": 1,
+             "psnr": p, "psnr_range": None, "test_accuracy": a, "epsilon": e}
+            for i, (s, c, p, a, e) in enumerate([(None, None, 50.0, 0.9, None), (0.1, 0.0, 30.0, 0.8, None),
+                                                 (1.0, 0.0, 12.0, 0.6, None), (0.1, 1.0, 25.0, 0.85, 40.0),
+                                                 (1.0, 1.0, 10.0, 0.7, 3.0)])]
+    tradeoff_png(rows, "dp", ["dp_sigma", "dp_clip"], True, x="epsilon")
+    left, right = drawn[0].axes[:2]
+    placed = {tuple(map(float, line.get_xydata()[0])) for line in right.lines if len(line.get_xydata())}
+    assert {(r["test_accuracy"], r["psnr"]) for r in rows} <= placed
+    # on the left only the clipped points, at their ε, and a line saying the other two are on the right only
+    assert sorted(x for line in left.lines if line.get_marker() == "o" for x in line.get_xdata()) == [3.0, 40.0]
+    assert "2 points with no formal ε: on the right only" in [t.get_text() for t in left.texts]
