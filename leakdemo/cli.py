@@ -535,6 +535,13 @@ def cmd_runs(args) -> int:
         raise ParamError("--limit", f"applies to `runs list` only, not `runs {action}`")
     if args.json and action in ("delete", "export"):  # show prints JSON anyway
         raise ParamError("--json", f"applies to `runs list` (and `runs show`, whose output is JSON), not `runs {action}`")
+    if args.out is not None:  # `runs export 3 --out DIR`, as `run --out DIR` writes the same files
+        if action != "export":
+            raise ParamError("--out", f"applies to `runs export`, not `runs {action}`")
+        if len(rest) >= 2:
+            raise LeakdemoError(f"runs export: give the folder once, after the id or as --out (got {rest[1]!r} and "
+                                f"{args.out!r})")
+        rest = [*rest, args.out] if rest else rest  # no id: said below, not the folder read as one
     limit = 50 if args.limit is None else args.limit
     if not 1 <= limit <= 100_000:
         raise ParamError("--limit", f"must be an integer in [1, 100000], got {limit}")
@@ -858,6 +865,7 @@ def main(argv=None) -> int:
     p.add_argument("rest", nargs="*", metavar="ID [DIR]", help="the run's id, from `runs list`; export's folder")
     p.add_argument("--limit", type=int, help="list: how many of the newest runs (default 50)")
     p.add_argument("--json", action="store_true", help="list: as JSON (show always is)")
+    p.add_argument("--out", metavar="DIR", help="export: the folder, as `run --out` names it (or give it after the id)")
     p = sub.add_parser("fidelity", help="one check per paper claim: the paper's figure beside ours, and a verdict")
     p.add_argument("--quick", action="store_true", help="the checks that fit in ~10 minutes on a 2-core CPU")
     p.add_argument("--only", help="comma-separated check names (see the table's first column)")
@@ -888,6 +896,8 @@ def main(argv=None) -> int:
             check_output(getattr(args, attr), option, folder)
         if args.cmd == "runs" and args.action == "export" and len(args.rest) >= 2:
             check_output(args.rest[1], "runs export DIR", True)
+        if args.cmd == "runs" and args.action == "export" and args.out is not None:
+            check_output(args.out, "--out", True)
         return {"list": cmd_list, "run": cmd_run, "runs": cmd_runs, "sweep": cmd_sweep, "record-gallery": cmd_record_gallery, "bench": cmd_bench,
                 "fidelity": cmd_fidelity}[args.cmd](args)
     except LeakdemoError as e:

@@ -257,6 +257,11 @@ def test_cli_serves_a_repeated_run_from_the_store_and_manages_runs(tmp_path, sto
     out = tmp_path / "export"
     assert _cli("runs", "export", "1", str(out)).returncode == 0
     assert {"grid.png", "progress.gif", "metrics.json", "scenario.json"} <= set(p.name for p in out.iterdir())
+    # --out, as `run --out` names the folder (it was "unrecognized arguments: --out")
+    assert _cli("runs", "export", "1", "--out", str(tmp_path / "again")).returncode == 0
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == sorted(p.name for p in out.iterdir())
+    shown_out = _cli("runs", "show", "1", "--out", str(tmp_path / "x"))
+    assert shown_out.returncode == 2 and shown_out.stderr.strip() == "error: --out: applies to `runs export`, not `runs show`"
     assert _cli("runs", "delete", "1").returncode == 0
     gone = _cli("runs", "show", "1")
     assert gone.returncode == 2 and gone.stderr.strip().startswith("error: run 1: no such run")
