@@ -336,8 +336,9 @@ def cmd_fidelity(args) -> int:
     todo = checks(args.quick, listed(args.only, "--only"))
     store = open_store()
     results = []
-    print(f"leakdemo fidelity — {plural(len(todo), 'check')}{' (quick)' if args.quick else ''}; runs already in the run "
-          "store are replayed from it", flush=True)
+    where = ("the run store is off (LEAKDEMO_STORE=off): every run is computed" if store is None else
+             "--fresh: every run is computed" if args.fresh else "runs already in the run store are replayed from it")
+    print(f"leakdemo fidelity — {plural(len(todo), 'check')}{' (quick)' if args.quick else ''}; {where}", flush=True)
     for c in todo:
         r = run_check(c, store, args.fresh)
         results.append(r)

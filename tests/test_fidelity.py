@@ -76,3 +76,21 @@ def test_cli_refuses_an_unknown_check_in_one_line():
     r = subprocess.run([sys.executable, "-m", "leakdemo", "fidelity", "--only", "nope"], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "unknown check nope" in r.stderr
+
+
+def test_cli_says_where_its_runs_come_from(monkeypatch, capsys, store_path):
+    """The header promised "runs already in the run store are replayed from it" with the store turned off, or
+    under --fresh, where every run is computed."""
+    import leakdemo.fidelity
+    from leakdemo.cli import main
+    monkeypatch.setattr(leakdemo.fidelity, "run_check", lambda c, store, fresh: leakdemo.fidelity.Result(c, "0.9"))
+    headers = {}
+    for name, env, flags in (("store", str(store_path), []), ("fresh", str(store_path), ["--fresh"]),
+                             ("off", "off", [])):
+        monkeypatch.setenv("LEAKDEMO_STORE", env)
+        assert main(["fidelity", "--only", "idlg", *flags]) == 0
+        headers[name] = capsys.readouterr().out.splitlines()[0]
+    assert headers == {"store": "leakdemo fidelity — 1 check; runs already in the run store are replayed from it",
+                       "fresh": "leakdemo fidelity — 1 check; --fresh: every run is computed",
+                       "off": "leakdemo fidelity — 1 check; the run store is off (LEAKDEMO_STORE=off): every run is "
+                              "computed"}
