@@ -699,8 +699,13 @@ def test_a_dp_sweep_draws_its_leakage_against_the_formal_epsilon_too(tmp_path, m
     assert [o for o in show.multiselect(key="p_pick").options if o.endswith("ε")] == [
         "Trade-off chart: DLG against Gaussian noise on the gradient (FedSGD), with and without clipping, against the "
         "formal ε", "Trade-off chart: DLG against gradient pruning (FedSGD), against the formal ε"]
-    show.button[1].click().run()  # Next: pruning has no ε, and says so
-    assert not show.exception and "No point of this sweep has a formal ε" in show.info[0].value
+    show.button[1].click().run()  # Next: pruning has no ε: it says so under the chart it can draw, not on an empty slide
+    assert not show.exception and not show.info
+    assert show.title[0].value == "What a defense costs: privacy against utility"
+    shown = json.loads(show.get("plotly_chart")[0].proto.spec)
+    assert "ε" not in shown["layout"]["xaxis"]["title"]["text"] and shown["data"]
+    assert any("No point of this sweep has a formal ε" in m.value and "against the defense's strength" in m.value
+               for m in show.markdown)
     at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()  # pruning: no formal guarantee, no choice
     assert not at.exception and not at.segmented_control
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)

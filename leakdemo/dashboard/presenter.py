@@ -516,14 +516,15 @@ def sweep_scene(name: str, choices: dict) -> None:
     if name not in memo:
         memo[name] = _sweep_rows(spec)
     rows, axes, recorded, problem, base, one_utility = memo[name]
+    no_epsilon = not problem and by_epsilon and not any(has_epsilon(r) for r in rows)
+    if no_epsilon:  # a hand-made link: the slide shows the chart it can draw, not an empty projector
+        by_epsilon = False
     knob = knob_name(axes[0].name, base) if axes else None  # a protocol knob's sweep (batch size): no defense
     # a knob the federation's training does not take leaves utility one figure: no trade-off to title
     title = (f"What the attack recovers, by {knob}" if one_utility else f"Privacy against utility, by {knob}") \
         if knob else "What a formal guarantee buys: leakage and utility by ε" if by_epsilon \
         else "What a defense costs: privacy against utility"
     _head(title, spec.title + (" · recorded with the gallery" if recorded else ""), choices)
-    if not problem and by_epsilon and not any(has_epsilon(r) for r in rows):
-        problem = "No point of this sweep has a formal ε: only Gaussian noise on a clipped payload gives one."
     if problem:
         st.info(problem)
         memo.pop(name)  # asked again next time: the sweep may have been run meanwhile
@@ -553,6 +554,10 @@ def sweep_scene(name: str, choices: dict) -> None:
     if one_utility:
         st.markdown(f'<div class="ld-why">{one_figure_line(axes[0].name, base)}</div>',
                     unsafe_allow_html=True)  # read from the back: the subtitle's size
+    if no_epsilon:
+        st.markdown('<div class="ld-why">No point of this sweep has a formal ε (only Gaussian noise on a clipped '
+                    'payload gives one), so the chart is drawn against the defense\'s strength.</div>',
+                    unsafe_allow_html=True)
 
 
 def _count_beside_each_value(fig, counts: list[float] | None, values) -> None:
