@@ -560,8 +560,8 @@ def cmd_runs(args) -> int:
             return 0
         print(f"{plural(len(rows), 'run')} in {store.path}" + ("" if len(rows) < limit else f" (newest {limit})"))
         if rows:
-            print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'attack':<10} {'defense':<15} "
-                  f"{'status':<9} {'result':>8} {'seconds':>8} {'to 30 dB':>9}  changed from the preset")
+            print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'protocol':<8} {'attack':<10} "
+                  f"{'defense':<15} {'status':<9} {'result':>8} {'seconds':>8} {'to 30 dB':>9}  changed from the preset")
         for r in rows:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
             psnr = ("-" if r["psnr"] is None else f"{r['psnr']:.1f} dB") if r["attack_accuracy"] is None \
@@ -569,8 +569,10 @@ def cmd_runs(args) -> int:
             # when the picture came back (milestones.py): 'never', or '-' for a run judged by attack accuracy
             back = "-" if r["attack_accuracy"] is not None else milestones.seconds_cell(r["to_30db_s"])
             changed = " ".join(f"{k}={value_text(v)}" for k, v in r["changes"].items())
-            print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} {r['attack'] or '-':<10} "
-                  f"{r['defense'] or '-':<15} {r['status']:<9} {psnr:>8} {r['seconds']:>8.1f} {back:>9}  {changed}".rstrip())
+            # the protocol: a PLI run on FedGEMS read as one on FedMD (what it changed leaves the switch out)
+            print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} "
+                  f"{r['protocol'] or '-':<8} {r['attack'] or '-':<10} {r['defense'] or '-':<15} {r['status']:<9} "
+                  f"{psnr:>8} {r['seconds']:>8.1f} {back:>9}  {changed}".rstrip())
         return 0
     if not rest:
         raise LeakdemoError(f"runs {action}: give the run's id (`python -m leakdemo runs list` shows them)")

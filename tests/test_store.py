@@ -244,6 +244,9 @@ def test_cli_serves_a_repeated_run_from_the_store_and_manages_runs(tmp_path, sto
     listed = _cli("runs", "list")
     assert listed.returncode == 0 and "2 runs in" in listed.stdout and "dlg" in listed.stdout
     assert listed.stdout.splitlines()[2].endswith("  image_size=16 iterations=5")  # what it changed from dlg
+    # the protocol has a column: a PLI run on FedGEMS read as one on FedMD (what it changed leaves switches out)
+    assert listed.stdout.splitlines()[1].split()[3:6] == ["preset", "protocol", "attack"]
+    assert listed.stdout.splitlines()[2].split()[4:7] == ["dlg", "fedsgd", "dlg"]
     assert _cli("runs").stdout == listed.stdout  # `runs` alone lists (it was an error asking what to do)
     shown = _cli("runs", "show", "1")
     import json
