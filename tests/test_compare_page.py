@@ -382,6 +382,11 @@ def test_runs_side_by_side_say_what_tells_them_apart():
     # a width of 0 is the model's own: DLG beside a LeNet of width 8 read "model width = 0"
     assert told_apart([run("dlg"), run("dlg", model_width=8)]) == ["default model width",
                                                                    "model width = 8"]
+    # a setting a run does not read is not said of it: a digits run beside a folder run read "folder ="
+    assert told_apart([run("dlg", data="digits"), run("dlg", data="folder", folder="/tmp/imgs")]) == [
+        "source = digits", "source = folder, folder = /tmp/imgs"]
+    assert told_apart([run("dlg", data="folder", folder="/a"), run("dlg", data="digits", folder="/b")]) == [
+        "source = folder, folder = /a", "source = digits"]
 
 
 def test_the_defenses_form_s_runs_keep_the_order_chosen():

@@ -548,7 +548,9 @@ def told_apart(runs: list[tuple[dict, str | None]]) -> list[str]:
         return [""] * len(runs)
     changed = [changed_settings(p, preset) for p, preset in runs]
     names = [k for k in dict.fromkeys(k for c in changed for k in c) if len({repr(p.get(k)) for p, _ in runs}) > 1]
-    return [_changes(p, {k: p[k] for k in names if p.get(k) is not None}, most=6) for p, _ in runs]
+    # a setting the run never reads is no part of it: a digits run beside a folder run read "folder ="
+    return [_changes(p, {k: p[k] for k in names if p.get(k) not in (None, "") and not catalog.without_effect(p, k)},
+                     most=6) for p, _ in runs]
 
 
 def _what(p: dict) -> str:
