@@ -342,3 +342,11 @@ def test_a_gradient_with_too_few_numbers_for_its_pixels_is_said_before_the_run()
                                                              "(local_steps × batch_size)")
     assert not note("dlm-plus", local_steps=2)  # 1.61: several steps need more than the count, so not said
     assert not note("invgrad", image_size=64)  # a ConvNet's gradient holds far more
+
+
+def test_a_sending_temperature_below_one_is_refused():
+    """Flattened logits at a temperature below 1 sharpened them — the opposite of the defense, and its clients'
+    accuracy fell from 0.60 to 0.20 on pli-digits — and a sweep's first range began there."""
+    with pytest.raises(ParamError, match=r"^send_temperature: must be a number in \[1, 1000\], got 0.5"):
+        from_preset("pli-digits", {"defense": "logit-temperature", "send_temperature": 0.5})
+    assert from_preset("pli-digits", {"defense": "logit-temperature", "send_temperature": 1})["send_temperature"] == 1

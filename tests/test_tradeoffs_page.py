@@ -69,6 +69,9 @@ def test_a_link_that_names_only_another_protocols_defense_opens_a_preset_that_sw
     # top-k's whole range, 1 … 1000, left only k = 1 below pli's 40 classes: the rest was the undefended run
     ({"defense": "top-k"}, "pli", "top-k", "top_k=1,2,4,8,16"),
     ({"preset": "pli-digits", "defense": "top-k"}, "pli-digits", "top-k", "top_k=1,2,4,8"),  # ten digits
+    # 0.1 … 1000 began with sharpened logits (below 1), then the undefended run (1)
+    ({"preset": "pli-digits", "defense": "logit-temperature"}, "pli-digits", "logit-temperature",
+     "send_temperature=2,5,10,100,1000"),
 ])
 def test_a_link_that_leaves_out_the_defense_or_its_range_gets_what_the_rest_implies(query, preset, defense, vary):
     at = page(**query)

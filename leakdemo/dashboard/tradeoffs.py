@@ -241,11 +241,14 @@ def default_vary(p, preset: str | None = None) -> str:
     """A first range for a parameter: two decades either side of its default when it is log-scaled; a count
     (batch size) in five doublings from a quarter of its default: 1, 2, 4, 8, 16 from 1; 10 … 160 from 40. Top-k
     keeps fewer classes than the preset's logits have, in doublings (1 … 16 of 40, 1 … 8 of the ten digits): its
-    whole range, 1 … 1000, put every point but k = 1 at or above the class count, each the undefended run."""
+    whole range, 1 … 1000, put every point but k = 1 at or above the class count, each the undefended run. A
+    sending temperature starts above 1, which sends the logits as they are."""
     classes = catalog.logit_classes(load(preset, {}).params) if p.name == "top_k" and preset else None
     if classes:
         ks = [k for k in (1, 2, 4, 8, 16) if k < classes] or [1]
         return f"{p.name}={','.join(map(str, ks))}"
+    if p.name == "send_temperature":  # from 1 up, where 1 is the undefended run: two decades above the default
+        return f"{p.name}=2,5,10,100,1000"
     if p.log and p.kind == "int":
         lo = max(p.low, p.default // 4)
         return f"{p.name}={lo:g}..{min(p.high, max(4 * p.default, 16 * lo)):g}:5"
