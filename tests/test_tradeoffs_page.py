@@ -72,6 +72,9 @@ def test_a_link_that_names_only_another_protocols_defense_opens_a_preset_that_sw
     # 0.1 … 1000 began with sharpened logits (below 1), then the undefended run (1)
     ({"preset": "pli-digits", "defense": "logit-temperature"}, "pli-digits", "logit-temperature",
      "send_temperature=2,5,10,100,1000"),
+    # a count ends where the preset's data does: clients=1..20:5 refused four points of five (5 target classes)
+    ({"preset": "pli-digits", "defense": "none"}, "pli-digits", "none", "clients=1..5:5"),
+    ({"preset": "dlg-round", "defense": "none"}, "dlg-round", "none", "batch_size=1..2:2"),  # 8 clients, 23 photos
 ])
 def test_a_link_that_leaves_out_the_defense_or_its_range_gets_what_the_rest_implies(query, preset, defense, vary):
     at = page(**query)

@@ -242,19 +242,41 @@ def default_vary(p, preset: str | None = None) -> str:
     (batch size) in five doublings from a quarter of its default: 1, 2, 4, 8, 16 from 1; 10 … 160 from 40. Top-k
     keeps fewer classes than the preset's logits have, in doublings (1 … 16 of 40, 1 … 8 of the ten digits): its
     whole range, 1 … 1000, put every point but k = 1 at or above the class count, each the undefended run. A
-    sending temperature starts above 1, which sends the logits as they are."""
+    sending temperature starts above 1, which sends the logits as they are. A count ends where the preset's data
+    ends (PLI's clients at its target classes)."""
     classes = catalog.logit_classes(load(preset, {}).params) if p.name == "top_k" and preset else None
     if classes:
         ks = [k for k in (1, 2, 4, 8, 16) if k < classes] or [1]
         return f"{p.name}={','.join(map(str, ks))}"
     if p.name == "send_temperature":  # from 1 up, where 1 is the undefended run: two decades above the default
         return f"{p.name}=2,5,10,100,1000"
-    if p.log and p.kind == "int":
-        lo = max(p.low, p.default // 4)
-        return f"{p.name}={lo:g}..{min(p.high, max(4 * p.default, 16 * lo)):g}:5"
+    if p.kind == "int":
+        lo = max(p.low, p.default // 4) if p.log else p.low
+        hi = _largest_taken(p.name, preset, lo, min(p.high, max(4 * p.default, 16 * lo)) if p.log else p.high)
+        return f"{p.name}={lo:g}..{hi:g}:{min(5, hi - lo + 1)}" if hi > lo else f"{p.name}={lo:g}"
     if p.log:
         return f"{p.name}={max(p.low or 0, p.default / 100):g}..{min(p.high, p.default * 100):g}:5"
     return f"{p.name}={p.low:g}..{p.high:g}:5"
+
+
+def _largest_taken(name: str, preset: str | None, lo: int, hi: int) -> int:
+    """The largest count in [lo, hi] that the preset takes: PLI's clients stop at its target classes (5 on
+    pli-digits, whose first range of clients, 1 … 20, ran one point and refused four), the batch of dlg-round's
+    eight clients at 2 (23 photos)."""
+    from ..data import check_source
+
+    def taken(v: int) -> bool:
+        try:
+            check_source(load(preset, {name: v}))  # the data too: dlg-round's 8 clients share 23 photos
+            return True
+        except LeakdemoError:
+            return False
+    if preset is None or taken(hi):
+        return hi
+    while hi - lo > 1:  # lo is taken (the preset's own scale), hi is not
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if taken(mid) else (lo, mid)
+    return lo
 
 
 def build(spec: dict) -> tuple[Sweep, str, str]:
