@@ -46,13 +46,15 @@ def guarantee(p: dict) -> dict:
     out = {"epsilon": None, "delta": delta, "noise_multiplier": None, "releases": None}
     if defense == "none":
         return {**out, "epsilon": math.inf, "note": "no defense: nothing bounds what the payload reveals"}
-    if defense != "dp-gaussian":
-        why = ("Laplace noise calibrated to an L2 clip has no standard (ε, δ) bound" if defense == "dp-laplace"
-               else f"this defense ({_named(defense)}) is not a differentially private mechanism")
-        return {**out, "note": f"no formal guarantee: {why}"}
-    if p["dp_clip"] <= 0:
+    if defense not in ("dp-gaussian", "dp-laplace"):
+        return {**out, "note": f"no formal guarantee: this defense ({_named(defense)}) is not a differentially "
+                               "private mechanism"}
+    if p["dp_clip"] <= 0:  # said first: Laplace noise with no clip was "calibrated to an L2 clip" there was none of
         return {**out, "note": "no formal guarantee: without clipping (dp_clip = 0) one image can move the "
                                "payload without bound, so no amount of noise gives an ε"}
+    if defense == "dp-laplace":
+        return {**out, "note": "no formal guarantee: Laplace noise calibrated to an L2 clip has no standard (ε, δ) "
+                               "bound"}
     workers = p["workers"] if p["protocol"] == "vfl" else 1
     sensitivity = 2 * p["dp_clip"] * math.sqrt(workers)
     z = p["dp_sigma"] / sensitivity

@@ -123,6 +123,9 @@ def test_epsilon_only_where_a_dp_mechanism_exists():
     assert g(defense="dp-gaussian", dp_sigma=0.1)["epsilon"] is None  # no clipping: no guarantee
     assert "without clipping" in g(defense="dp-gaussian", dp_sigma=0.1)["note"]
     assert g(defense="dp-laplace", dp_sigma=0.1, dp_clip=1)["epsilon"] is None
+    assert "Laplace noise calibrated to an L2 clip" in g(defense="dp-laplace", dp_sigma=0.1, dp_clip=1)["note"]
+    # with no clip there is no clip to calibrate to: Laplace noise says what Gaussian noise says
+    assert g(defense="dp-laplace", dp_sigma=0.1)["note"] == g(defense="dp-gaussian", dp_sigma=0.1)["note"]
     assert g(defense="prune")["epsilon"] is None
     assert privacy.describe(g(defense="prune")) == "no formal guarantee"
     strong, weak = g(defense="dp-gaussian", dp_sigma=10, dp_clip=1), g(defense="dp-gaussian", dp_sigma=1, dp_clip=1)
