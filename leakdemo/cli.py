@@ -11,7 +11,7 @@ import sys
 import time
 from collections import Counter
 
-from . import catalog, device, milestones, privacy
+from . import catalog, device, milestones, privacy, utility
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets, unknown_preset_hint
@@ -263,7 +263,7 @@ def _summary(ev: Finished, p: dict) -> str:
     why = [f"label accuracy n/a: {catalog.no_label_guess(p)}"] if la == "n/a" and "attack_accuracy" not in m else []
     return (head
             + ("" if m.get("matching_rate") is None else f", matching across epochs {m['matching_rate']:.0%}")
-            + "".join(f"\n  {line}" for line in ([when] if when else []) + _vfl_lines(m) + _logit_lines(m) + why)
+            + "".join(f"\n  {line}" for line in ([when] if when else []) + _vfl_lines(m, p) + _logit_lines(m) + why)
             + (f"\n  privacy: {privacy.line(m)}" if m.get("privacy") else ""))
 
 
@@ -283,7 +283,7 @@ def _logit_lines(m: dict) -> list[str]:
     return lines
 
 
-def _vfl_lines(m: dict) -> list[str]:
+def _vfl_lines(m: dict, p: dict) -> list[str]:
     """Vertical FL extras: how well Steps I–II did, and what the defense costs training."""
     lines = []
     if "step1_error" in m:
@@ -299,6 +299,8 @@ def _vfl_lines(m: dict) -> list[str]:
         text = f"training loss over {u['steps']} SGD steps (lr {u['lr']:g}): {span(u['defended'])}"
         text += f" with this defense, {span(u['clean'])} without" if "clean" in u else " (no defense)"
         lines.append(text)
+        if flat := utility.barely_learns(u, p):
+            lines.append(flat)
     if u and u.get("while_attacked"):
         c = u["while_attacked"]
         lines.append(f"the federation's own training loss while attacked (Adam {u.get('train_lr', 0):g}): "

@@ -285,3 +285,19 @@ def test_a_model_that_keeps_training_leaks_less():
     training = finish(train_lr=1e-3)
     assert training.metrics["psnr"] < fixed.metrics["psnr"] - 10  # larger steps blur the equations
     assert "while_attacked" in training.metrics["utility"]
+
+
+def test_a_training_loss_that_barely_falls_says_it_cannot_show_a_defense_s_cost():
+    """cafe-faces' utility chart: 2.306 → 2.199 without a defense (the faces have no identity labels), so every
+    defense looked free there; the digits' 2.312 → 0.390 shows a cost, and says nothing."""
+    from leakdemo.utility import barely_learns
+    flat = [2.306] + [2.2] * 199
+    falls = [2.312] + [0.39] * 199
+    said = barely_learns({"steps": 200, "lr": 0.1, "defended": flat}, {"data": "faces", "num_classes": 10})
+    assert said == ("Without a defense the federation's training loss barely falls in 200 steps (2.306 → 2.200): the "
+                    "faces carry no identity labels (face i is class i mod 10), so nothing in a face predicts its "
+                    "class; the loss cannot show what a defense costs here (on the digits it can).")
+    # judged on the undefended curve: a defense that stalls training is the cost itself, not a flat chart
+    assert barely_learns({"steps": 200, "lr": 0.1, "defended": flat, "clean": falls}, {"data": "digits"}) is None
+    assert barely_learns({"steps": 200, "lr": 0.1, "defended": falls}, {"data": "digits"}) is None
+    assert barely_learns({"defended": [0.5, 0.6]}, {"data": "faces"}) is None  # logit sharing's accuracies

@@ -23,6 +23,7 @@ from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
 from ..scenario import format_note, from_dict, presets, scenario_json, uploads_note
 from ..words import fixed, plural, small_figure, three_digits
+from ..utility import barely_learns
 from . import state
 from .axes import RUN_FRAME, log_axis
 from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
@@ -741,9 +742,10 @@ def chart_panel(handle) -> None:
         utility = fin.metrics.get("utility") if fin is not None else None
         if utility and "steps" not in utility:  # logit sharing: client accuracy is a metric above, not a curve
             utility = None
-        memo = (version, (fig, loss, steps, vfl.utility_chart(utility) if utility else None))
+        flat = barely_learns(utility, handle.scenario.params) if utility else None  # cafe-faces: a flat loss
+        memo = (version, (fig, loss, steps, vfl.utility_chart(utility) if utility else None, flat))
         st.session_state["chart_memo"] = memo
-    fig, loss, steps, utility = memo[1]
+    fig, loss, steps, utility, flat = memo[1]
     charts = st.container(key="ld_charts")  # side by side, or one above the other in a narrow main area (CSS)
     left, right = charts.columns(2)
     left.plotly_chart(fig, key="chart_quality", config={"displayModeBar": False})
@@ -754,6 +756,8 @@ def chart_panel(handle) -> None:
             left.plotly_chart(steps, key="chart_steps", config={"displayModeBar": False})
         if utility is not None:
             right.plotly_chart(utility, key="chart_utility", config={"displayModeBar": False})
+            if flat:
+                right.caption(flat)
 
 
 def _start(scenario, uploads) -> None:
