@@ -711,6 +711,9 @@ def cmd_sweep(args) -> int:
         if one_figure:
             from .tradeoff import one_figure_line
             print("  (" + one_figure_line(axes[0].name, base.params) + ")")
+        flat = next((r["barely_learns"] for r in rows if r.get("barely_learns")), None)
+        if flat:
+            print("  (" + flat + ")")
         from .tradeoff import equations_line
         counted = axes and equations_line(axes[0].name, axes[0].values, base.params)
         if counted:

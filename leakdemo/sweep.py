@@ -603,6 +603,8 @@ def _scored(task: Task, finished, started, run_id) -> dict:
     own = utility.of_run(m)  # vertical FL's final training loss, or logit sharing's clients' test accuracy
     if own is not None:
         run[own[0]] = own[1]
+    if own is not None and own[0] == "training_loss":  # cafe-faces: a loss that no defense can be seen to raise
+        run["barely_learns"] = utility.barely_learns(m["utility"], task.params)
     run["thumbnail"] = finished.images[:4]
     run["originals"] = started.originals[:4] if started is not None else None
     return run
@@ -770,6 +772,8 @@ def summarise(point: Point, base: Scenario, axes: list[Axis]) -> dict:
     row["clean_test_accuracy"] = _median([u["clean_test_accuracy"] for u in point.utility.values() if u])
     row["training_loss"] = _median([r.get("training_loss") for r in ok])
     row["client_accuracy"] = _median([r.get("client_accuracy") for r in ok])
+    # judged on the undefended training, which each vertical-FL run repeats beside its own: said once per sweep
+    row["barely_learns"] = next((r["barely_learns"] for r in ok if r.get("barely_learns")), None)
     try:
         g = privacy.guarantee(p)
     except KeyError:

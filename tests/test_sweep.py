@@ -658,3 +658,26 @@ def test_the_cli_chart_against_epsilon_still_places_every_point_by_its_utility(m
     # on the left only the clipped points, at their ε, and a line saying the other two are on the right only
     assert sorted(x for line in left.lines if line.get_marker() == "o" for x in line.get_xdata()) == [3.0, 40.0]
     assert "2 points with no formal ε: on the right only" in [t.get_text() for t in left.texts]
+
+
+def test_a_vertical_fl_sweep_says_when_its_utility_cannot_show_a_cost():
+    """A sweep on cafe-faces drew a flat training loss at every strength (2.306 → 2.199 undefended: the faces have
+    no identity labels), so every defense looked free: its rows carry the line the Lab shows under the chart."""
+    from types import SimpleNamespace
+
+    from leakdemo.sweep import Point, Task, _scored, summarise
+    base = from_preset("cafe-faces", {"defense": "prune"})
+    axes = [parse_axis("prune_ratio=0.5,0.9", base)]
+
+    def run(clean, defended):
+        task = Task(0, 0, None, dict(base.params), "cafe-faces", True)
+        m = {"psnr": 12.0, "ssim": 0.3, "lpips": 0.4,
+             "utility": {"steps": 200, "lr": 0.1, "defended": defended, "clean": clean}}
+        return _scored(task, SimpleNamespace(metrics=m, status="finished", seconds=1.0, images=np.zeros((1, 2, 2, 3))),
+                       None, None)
+    flat, falls = [2.306] + [2.2] * 199, [2.312] + [0.39] * 199
+    row = summarise(Point(1, {"prune_ratio": 0.5}, runs=[run(flat, [2.3] * 200)]), base, axes)
+    assert row["barely_learns"].startswith("Without a defense the federation's training loss barely falls in 200 "
+                                           "steps (2.306 → 2.200): the faces carry no identity labels")
+    assert row["training_loss"] == pytest.approx(2.3)
+    assert summarise(Point(1, {"prune_ratio": 0.5}, runs=[run(falls, flat)]), base, axes)["barely_learns"] is None

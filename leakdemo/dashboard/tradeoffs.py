@@ -913,6 +913,9 @@ def sweep_panel(pace, refused: bool = False) -> None:
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
         if axes and _one_utility(job):
             left.caption(one_figure_line(axes[0], job.sweep.base.params))
+        flat = next((r["barely_learns"] for r in rows if r.get("barely_learns")), None)
+        if flat:  # cafe-faces: the loss cannot rise where the undefended training learns nothing
+            left.caption(flat)
         counted = axes and equations_line(axes[0], job.sweep.axes[0].values, job.sweep.base.params)
         if counted:
             left.caption(counted)
