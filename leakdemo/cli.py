@@ -711,7 +711,8 @@ def cmd_sweep(args) -> int:
         if one_figure:
             from .tradeoff import one_figure_line
             print("  (" + one_figure_line(axes[0].name, base.params) + ")")
-        flat = next((r["barely_learns"] for r in rows if r.get("barely_learns")), None)
+        from .sweep import flat_utility
+        flat = flat_utility(rows)
         if flat:
             print("  (" + flat + ")")
         from .tradeoff import equations_line

@@ -788,6 +788,12 @@ def summarise(point: Point, base: Scenario, axes: list[Axis]) -> dict:
     return row
 
 
+def flat_utility(rows: list[dict]) -> str | None:
+    """Why the sweep's utility cannot show what its defense costs (utility.barely_learns: cafe-faces' training
+    loss hardly falls even undefended), said once under its chart; None where it can."""
+    return next((r["barely_learns"] for r in rows if r.get("barely_learns")), None)
+
+
 def utility_of(row: dict) -> tuple[str, float | None]:
     """The row's utility figure and its name: test accuracy (FedSGD/FedAvg), client accuracy (logits),
     or the training loss (vertical FL, lower is better)."""

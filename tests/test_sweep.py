@@ -680,4 +680,7 @@ def test_a_vertical_fl_sweep_says_when_its_utility_cannot_show_a_cost():
     assert row["barely_learns"].startswith("Without a defense the federation's training loss barely falls in 200 "
                                            "steps (2.306 → 2.200): the faces carry no identity labels")
     assert row["training_loss"] == pytest.approx(2.3)
-    assert summarise(Point(1, {"prune_ratio": 0.5}, runs=[run(falls, flat)]), base, axes)["barely_learns"] is None
+    fine = summarise(Point(1, {"prune_ratio": 0.5}, runs=[run(falls, flat)]), base, axes)
+    assert fine["barely_learns"] is None
+    from leakdemo.sweep import flat_utility
+    assert flat_utility([fine, row]) == row["barely_learns"] and flat_utility([fine]) is None

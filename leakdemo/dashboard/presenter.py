@@ -503,6 +503,7 @@ def sweep_scene(name: str, choices: dict) -> None:
     from ..sweeps import sweeps
     from ..tradeoff import equations_per_point, knob_name, one_figure_line
     from .tradeoffs import CUSTOM, LINE_STYLES, custom_sweep, strength_figure
+    from ..sweep import flat_utility
     from ..tradeoff import has_epsilon
     name, by_epsilon = name.removesuffix(EPSILON), name.endswith(EPSILON)  # the Trade-offs page's ε chart
     # a custom sweep's code carries it, checked when the scene list was read (or when the sweep finished)
@@ -554,6 +555,9 @@ def sweep_scene(name: str, choices: dict) -> None:
     if one_utility:
         st.markdown(f'<div class="ld-why">{one_figure_line(axes[0].name, base)}</div>',
                     unsafe_allow_html=True)  # read from the back: the subtitle's size
+    flat = flat_utility(rows)
+    if flat:  # cafe-faces: every defense would look free on the projector, without a word
+        st.markdown(f'<div class="ld-why">{flat}</div>', unsafe_allow_html=True)
     if no_epsilon:
         st.markdown('<div class="ld-why">No point of this sweep has a formal ε (only Gaussian noise on a clipped '
                     'payload gives one), so the chart is drawn against the defense\'s strength.</div>',

@@ -22,7 +22,7 @@ from ..artifacts import upscale
 from ..errors import LeakdemoError, ParamError
 from ..scenario import did_you_mean, likeliest, load, presets
 from ..store import default_path, open_store
-from ..sweep import MAX_POINTS, Sweep, parse_axis, pareto, utility_of
+from ..sweep import MAX_POINTS, Sweep, flat_utility, parse_axis, pareto, utility_of
 from ..sweeps import meant_sweeps, sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, epsilon_title, equations_line, has_epsilon,
                         knob_name, named_series, one_figure_line, plain, point_words, privacy_key, shown_table,
@@ -913,7 +913,7 @@ def sweep_panel(pace, refused: bool = False) -> None:
         left.plotly_chart(memo[1], key="t_strength", config={"displayModeBar": False})
         if axes and _one_utility(job):
             left.caption(one_figure_line(axes[0], job.sweep.base.params))
-        flat = next((r["barely_learns"] for r in rows if r.get("barely_learns")), None)
+        flat = flat_utility(rows)
         if flat:  # cafe-faces: the loss cannot rise where the undefended training learns nothing
             left.caption(flat)
         counted = axes and equations_line(axes[0], job.sweep.axes[0].values, job.sweep.base.params)
