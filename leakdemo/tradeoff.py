@@ -7,12 +7,13 @@ import io
 import json
 import math
 import os
+import textwrap
 
 import numpy as np
 
 from .catalog import ENOUGH_EQUATIONS, param_label, setting_words
 from .settings import equations_per_unknown
-from .sweep import pareto, utility_of
+from .sweep import flat_utility, pareto, utility_of
 from .words import three_digits, value_text
 
 COLUMNS = ("index", "label", "undefended", "runs", "failed", "psnr", "psnr_range", "ssim", "lpips", "recognisable",
@@ -300,9 +301,13 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
         corner = "lower-left" if uname == "training_loss" else "lower-right"
         right.set_title(f"privacy against utility ({corner} is better)", fontsize=9)
     fig.suptitle(title, fontsize=10)
-    if one_figure and axes:
-        fig.text(0.5, 0.01, one_figure_line(axes[0], base), ha="center", va="bottom", fontsize=8, color="#555")
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
+    # under the chart, as the page says them: the picture travels without the page's captions
+    notes = ([one_figure_line(axes[0], base)] if one_figure and axes else []) + \
+        [textwrap.fill(flat, 190) for flat in [flat_utility(rows)] if flat]  # cafe-faces: a loss that cannot rise
+    if notes:
+        said = "\n".join(notes)
+        fig.text(0.5, 0.01, said, ha="center", va="bottom", fontsize=8, color="#555")
+        fig.tight_layout(rect=(0, 0.04 * (said.count("\n") + 1), 1, 1))
     else:
         fig.tight_layout()
     buf = io.BytesIO()

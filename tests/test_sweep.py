@@ -660,7 +660,7 @@ def test_the_cli_chart_against_epsilon_still_places_every_point_by_its_utility(m
     assert "2 points with no formal ε: on the right only" in [t.get_text() for t in left.texts]
 
 
-def test_a_vertical_fl_sweep_says_when_its_utility_cannot_show_a_cost():
+def test_a_vertical_fl_sweep_says_when_its_utility_cannot_show_a_cost(monkeypatch):
     """A sweep on cafe-faces drew a flat training loss at every strength (2.306 → 2.199 undefended: the faces have
     no identity labels), so every defense looked free: its rows carry the line the Lab shows under the chart."""
     from types import SimpleNamespace
@@ -684,3 +684,13 @@ def test_a_vertical_fl_sweep_says_when_its_utility_cannot_show_a_cost():
     assert fine["barely_learns"] is None
     from leakdemo.sweep import flat_utility
     assert flat_utility([fine, row]) == row["barely_learns"] and flat_utility([fine]) is None
+    # and under the command line's tradeoff.png, which travels without the page's captions
+    from matplotlib.figure import Figure
+
+    from leakdemo import tradeoff
+    drawn = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    tradeoff.tradeoff_png([{**row, "index": 0}, {**fine, "index": 1}], "faces", ["prune_ratio"])
+    said = " ".join(t.get_text().replace("\n", " ") for t in drawn[0].texts)
+    assert row["barely_learns"] in said
