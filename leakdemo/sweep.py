@@ -742,6 +742,11 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
+def _four(value):
+    """Four significant digits: sweep.csv read "0.6000000238418579" for a clients' accuracy of 0.6 (float32)."""
+    return None if value is None else float(f"{value:.4g}")
+
+
 def _spread(values):
     values = [v for v in values if v is not None]
     return [min(values), max(values)] if values else None
@@ -762,7 +767,7 @@ def summarise(point: Point, base: Scenario, axes: list[Axis]) -> dict:
            **{a.name: (None if point.undefended else point.values.get(a.name)) for a in axes},
            "runs": len(ok), "failed": len(point.runs) - len(ok),
            "psnr": _median(psnr), "psnr_range": _spread(psnr), "ssim": _median([r["ssim"] for r in ok]),
-           "lpips": _median([r["lpips"] for r in ok]),
+           "lpips": _four(_median([r["lpips"] for r in ok])),
            "recognisable": (sum(v >= RECOGNISABLE_DB for v in psnr) / len(psnr)) if psnr and not logit else None,
            "attack_accuracy": _median([r.get("attack_accuracy") for r in ok]) if logit else None}
     row["errors"] = sorted({r["error"] for r in point.runs if "error" in r})
@@ -770,8 +775,8 @@ def summarise(point: Point, base: Scenario, axes: list[Axis]) -> dict:
     row["test_accuracy"] = _median(accuracies)
     row["test_accuracy_range"] = _spread(accuracies)
     row["clean_test_accuracy"] = _median([u["clean_test_accuracy"] for u in point.utility.values() if u])
-    row["training_loss"] = _median([r.get("training_loss") for r in ok])
-    row["client_accuracy"] = _median([r.get("client_accuracy") for r in ok])
+    row["training_loss"] = _four(_median([r.get("training_loss") for r in ok]))
+    row["client_accuracy"] = _four(_median([r.get("client_accuracy") for r in ok]))
     # judged on the undefended training, which each vertical-FL run repeats beside its own: said once per sweep
     row["barely_learns"] = next((r["barely_learns"] for r in ok if r.get("barely_learns")), None)
     try:

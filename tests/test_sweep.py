@@ -694,3 +694,21 @@ def test_a_vertical_fl_sweep_says_when_its_utility_cannot_show_a_cost(monkeypatc
     tradeoff.tradeoff_png([{**row, "index": 0}, {**fine, "index": 1}], "faces", ["prune_ratio"])
     said = " ".join(t.get_text().replace("\n", " ") for t in drawn[0].texts)
     assert row["barely_learns"] in said
+
+
+def test_a_sweep_row_keeps_four_significant_digits():
+    """sweep.csv read "0.6000000238418579" for a clients' accuracy of 0.6 (a float32 mean) and LPIPS to sixteen
+    digits beside PSNR's two decimals."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from leakdemo.sweep import Point, Task, _scored, summarise
+    base = from_preset("pli-digits")
+    m = {"psnr": 12.0, "ssim": 0.3, "lpips": 0.40891456604003906, "attack_accuracy": 0.6,
+         "utility": {"defended": [float(torch.tensor(0.6))]}}
+    run = _scored(Task(0, 0, None, dict(base.params), "pli-digits", True),
+                  SimpleNamespace(metrics=m, status="finished", seconds=1.0, images=np.zeros((1, 2, 2, 3))), None, None)
+    assert run["client_accuracy"] != 0.6  # the float32 figure as the run measured it
+    row = summarise(Point(1, {}, runs=[run]), base, [])
+    assert (row["client_accuracy"], row["lpips"]) == (0.6, 0.4089)
