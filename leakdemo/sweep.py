@@ -772,9 +772,9 @@ def summarise(point: Point, base: Scenario, axes: list[Axis]) -> dict:
            "attack_accuracy": _median([r.get("attack_accuracy") for r in ok]) if logit else None}
     row["errors"] = sorted({r["error"] for r in point.runs if "error" in r})
     accuracies = [u["test_accuracy"] for u in point.utility.values() if u]
-    row["test_accuracy"] = _median(accuracies)
+    row["test_accuracy"] = _four(_median(accuracies))
     row["test_accuracy_range"] = _spread(accuracies)
-    row["clean_test_accuracy"] = _median([u["clean_test_accuracy"] for u in point.utility.values() if u])
+    row["clean_test_accuracy"] = _four(_median([u["clean_test_accuracy"] for u in point.utility.values() if u]))
     row["training_loss"] = _four(_median([r.get("training_loss") for r in ok]))
     row["client_accuracy"] = _four(_median([r.get("client_accuracy") for r in ok]))
     # judged on the undefended training, which each vertical-FL run repeats beside its own: said once per sweep
