@@ -464,8 +464,8 @@ def test_what_the_server_receives_reads_right_for_one_of_anything():
     assert receives("cafe", defense="fake-gradients").endswith(
         "each after the worker's defense: Fake gradients (fake σ = 1.05, candidates ν = 1000)")
     from leakdemo.cli import _vfl_lines  # the run summary's note on what a vertical-FL score covers
-    assert _vfl_lines({"sample_ids": [3]}) == ["scored on the one sample of the one batch the attack saw"]
-    assert _vfl_lines({"sample_ids": [3, 5]}) == ["scored on the 2 samples of the one batch the attack saw"]
+    assert _vfl_lines({"sample_ids": [3]}, {}) == ["scored on the one sample of the one batch the attack saw"]
+    assert _vfl_lines({"sample_ids": [3, 5]}, {}) == ["scored on the 2 samples of the one batch the attack saw"]
 
 
 def test_the_labs_file_of_a_run_on_uploaded_photos_warns_when_replayed(tmp_path):
