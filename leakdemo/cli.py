@@ -35,21 +35,28 @@ NAMED_ALONE = ("--preset", "--sweep", "--scenario")  # flags a newcomer puts bef
 
 def _unknown(extra: list[str], cmd: str, argv: list[str]) -> str:
     """argparse's message for arguments it does not know, plus the fix when one is a parameter's name:
-    `run dlg --iterations 50` means `--set iterations=50`; `run --preset dlg` means `run dlg` — and with both
-    (`sweep --preset dlg --defense prune --vary …`) the whole line as it should have been typed."""
+    `run dlg --iterations 50` means `--set iterations=50`; `run dlg --set seed=1 iterations=50` means a second
+    --set; `run --preset dlg` means `run dlg` — and with both (`sweep --preset dlg --defense prune --vary …`) the
+    whole line as it should have been typed."""
     extra = [a for a in extra if a]  # `run dlg --preset=` left its empty value
     message = f"unrecognized arguments: {' '.join(extra)}"
     if cmd not in ("run", "sweep", "bench"):
         return message
     names = catalog.all_param_names()
     flag = next((a for a in extra if a in NAMED_ALONE), None)
-    retyped, sets, i = [], [], 0
+    retyped, sets, bare, i, option = [], [], [], 0, "--set"
     while i < len(argv):
         arg, i = argv[i], i + 1
         name, glued, value = arg[2:].partition("=")
         name = name.replace("-", "_")
         if arg in NAMED_ALONE or not arg:
             continue
+        if arg in extra and not arg.startswith("-") and arg.partition("=")[0].strip() in names and "=" in arg:
+            bare.append(option)  # `--set data=folder folder=~/pics`: the second pair had no --set of its own
+            retyped += [option, arg]
+            continue
+        if arg.startswith("--"):
+            option = "--vary" if arg.partition("=")[0] == "--vary" else "--set"  # `--vary a=1,2 b=3,4`: two --vary
         if arg in extra and arg.startswith("--") and name in names:
             following = argv[i] if i < len(argv) else "--"
             if not glued and not following.startswith("--") and following not in presets():
@@ -60,6 +67,9 @@ def _unknown(extra: list[str], cmd: str, argv: list[str]) -> str:
             retyped.append(arg)
     if flag:
         return f"{message}; name it without {flag}: python -m leakdemo {shlex.join(retyped)}"
+    if bare:
+        said = " or ".join(dict.fromkeys(bare))
+        return f"{message}; each parameter takes its own {said}: python -m leakdemo {shlex.join(retyped)}"
     if sets:
         return f"{message}; parameters are set with --set {sets[0]}"
     return message

@@ -230,6 +230,21 @@ def test_an_unknown_option_names_its_subcommand_and_a_parameter_written_as_an_op
     assert r.stderr.strip() == "error: unrecognized arguments: --bogus 3 (see `python -m leakdemo run --help`)"
 
 
+def test_a_second_parameter_after_one_set_gets_the_line_with_a_set_each():
+    """`--set data=folder folder=~/pics` is how many CLIs take several pairs; ours takes one per --set, and
+    argparse's answer alone ("unrecognized arguments: folder=~/pics") did not say so."""
+    r = cli("run", "dlg", "--set", "data=folder", "folder=/tmp/x", "images=a.png")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.strip() == ("error: unrecognized arguments: folder=/tmp/x images=a.png; each parameter takes its "
+                                "own --set: python -m leakdemo run dlg --set data=folder --set folder=/tmp/x --set "
+                                "images=a.png (see `python -m leakdemo run --help`)"), r.stderr
+    r = cli("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.1,1", "dp_clip=1,2")  # after --vary
+    assert "each parameter takes its own --vary: python -m leakdemo sweep dlg --set defense=dp-gaussian --vary " \
+           "dp_sigma=0.1,1 --vary dp_clip=1,2 (" in r.stderr, r.stderr
+    assert cli("run", "dlg", "bogus=3").stderr.strip() == \
+        "error: unrecognized arguments: bogus=3 (see `python -m leakdemo run --help`)"  # no parameter: no fix offered
+
+
 def test_the_bare_command_prints_what_there_is_to_type():
     r = cli()
     assert r.returncode == 2 and "usage: python -m leakdemo [-h] [--version] COMMAND" in r.stdout, r.stdout + r.stderr
