@@ -685,6 +685,29 @@ def test_the_table_says_what_each_defense_costs_where_the_run_measured_it():
     assert "utility" not in page(runs="g1,g2").table[0].value.index  # no run has one: no row of dashes
 
 
+def test_the_table_says_when_the_utility_row_cannot_show_a_defense_s_cost(store_path):
+    """cafe-faces runs side by side read 'training loss 2.199 (2.199 without)': every defense looked free, as
+    the undefended federation learns nothing on faces without identities. The Lab says so under its loss chart;
+    the table now does too. The runs are the gallery's CAFE runs given the faces' flat training loss."""
+    import dataclasses
+    store, ids = RunStore(str(store_path)), []
+    for g in (5, 6):
+        run = open_gallery().load(g)
+        flat = [2.306 - 0.0005 * i for i in range(200)]  # sheds 4 % of its start (digits: 83 %)
+        u = {**run.finished.metrics["utility"], "clean": flat} if g == 6 else {"steps": 200, "lr": 0.1, "defended": flat}
+        finished = dataclasses.replace(run.finished, metrics={**run.finished.metrics, "utility": u})
+        scenario = {**run.scenario, "params": {**run.scenario["params"], "data": "faces"}}
+        ids.append(store.record(f"k{g}", "lab", scenario, run.started, finished, run.keyframes))
+    at = page(runs=f"r{ids[0]},r{ids[1]},g6")
+    assert not at.exception
+    lines = [c.value for c in at.caption if "barely falls" in c.value]
+    assert lines == [f"Run #{ids[0]} and Run #{ids[1]}: Without a defense the federation's training loss barely "
+                     "falls in 200 steps (2.306 → 2.209): the faces carry no identity labels (face i is class i mod "
+                     "10), so nothing in a face predicts its class; the loss cannot show what a defense costs here "
+                     "(on the digits it can)."], lines
+    assert not [c for c in page(runs="g5,g6").caption if "barely falls" in c.value]  # the digits learn: no line
+
+
 def _nodes(node):
     """Every element under `node`, in page order."""
     for child in (node.children.values() if isinstance(getattr(node, "children", None), dict) else []):

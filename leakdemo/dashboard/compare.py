@@ -567,6 +567,8 @@ def _table(runs) -> None:
     if len(columns) > 1 and len({c["preset"] for c in columns.values()}) == 1:
         names.remove("preset")  # the same for every run
     st.table(pd.DataFrame({ref: [c[k] or "—" for k in names] for ref, c in columns.items()}, index=names))
+    if flat := flat_utility(runs):
+        st.caption(flat)
     row = st.container(horizontal=True)
     # the finished runs as one picture for a slide: each run's grid.png, captions included (drawn when clicked)
     row.download_button("comparison.png", lambda: comparison_png([(run.started.originals, run.finished,
@@ -589,6 +591,21 @@ def utility_words(m: dict) -> str | None:
     name, value, clean = own
     form, what = ("{:.3f}", "training loss") if name == "training_loss" else ("{:.0%}", "clients' accuracy")
     return f"{what} {form.format(value)}" + ("" if clean is None else f" ({form.format(clean)} without)")
+
+
+def flat_utility(runs) -> str | None:
+    """Why the utility row cannot show what a defense costs (utility.barely_learns), said under the table as
+    the Lab says it under its loss chart: cafe-faces runs side by side read 'training loss 2.199 (2.199
+    without)', a defense that looked free because the undefended federation learns nothing either."""
+    said = {}
+    for ref, run in runs:
+        u = run.finished.metrics.get("utility")
+        if u and (flat := utility.barely_learns(u, run.scenario.get("params", {}))):
+            said[called(ref)] = flat
+    if not said:
+        return None
+    first = next(iter(said.values()))  # the runs' words differ by their figures alone: said once
+    return first if len(runs) == 1 else f"{' and '.join(said)}: {first}"
 
 
 def figures(run: StoredRun) -> dict[str, str | None]:
