@@ -613,6 +613,35 @@ def test_a_replayed_scene_shows_the_figures_of_the_frame_shown():
     assert figures["30 dB after"] == f"{seconds:.1f} s" and seconds < float(figures["Run time"].split()[0])
 
 
+def test_a_defended_run_s_scene_ends_with_what_the_defense_cost(store_path):
+    """A scene of a defended run showed its privacy alone (8.5 dB against fake gradients), and the slide meant
+    to weigh a defense read as if it were free: its end now shows the cost the run measured beside the same
+    federation without it. Not for an undefended run, nor where the loss cannot show a cost (cafe-faces)."""
+    import dataclasses
+    store = RunStore(str(store_path))
+
+    def variant(g, utility, **params):
+        run = open_gallery().load(g)
+        finished = dataclasses.replace(run.finished, metrics={**run.finished.metrics, "utility": utility})
+        scenario = {**run.scenario, "params": {**run.scenario["params"], **params}}
+        return store.record(f"k{g}{params}", "lab", scenario, run.started, finished, run.keyframes)
+    pli = variant(7, {"defended": [0.5, 0.6], "clean": [0.7, 0.8]}, defense="top-k", top_k=1)
+    faces = variant(6, {"steps": 200, "lr": 0.1, "defended": [2.306] * 200, "clean": [2.306] * 200}, data="faces")
+
+    def end_of(scene):
+        at = AppTest.from_file(PRESENT, default_timeout=120)
+        at.query_params["scenes"] = scene
+        at.run()
+        at.session_state["p_pos"] = 1.0
+        at.run()
+        assert not at.exception
+        return {m.label: (m.value, m.proto.delta) for m in at.metric}
+    assert end_of("g6")["Training loss"] == ("0.665", "+0.274 vs none")  # CAFE against fake gradients
+    assert end_of(f"r{pli}")["Clients' accuracy"] == ("55%", "-20 pts vs none")
+    assert {"Training loss", "Clients' accuracy"}.isdisjoint(end_of("g5"))  # no defense: nothing to weigh
+    assert "Training loss" not in end_of(f"r{faces}")
+
+
 def test_a_bad_scene_number_starts_at_the_first():
     """A talk's bookmark to a scene the list lacks opens on the first, and says so."""
     for bad in ("many", "0", "12"):

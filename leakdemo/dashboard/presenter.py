@@ -14,7 +14,7 @@ import sqlite3
 import numpy as np
 import streamlit as st
 
-from .. import catalog, milestones
+from .. import catalog, milestones, utility
 from ..artifacts import as_mosaics, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
@@ -366,6 +366,7 @@ def showcase_body(path: str, run_id: int, pace) -> None:
         right.metric("PSNR", "…" if psnr is None else f"{psnr:.1f} dB")
         right.metric("SSIM", "…" if ssim is None else fixed(ssim, 2))
     if final:
+        _cost_metric(right, m, run.scenario.get("params", {}))
         right.metric("Run time", f"{run.finished.seconds:.0f} s")
         _recovered_metric(right, run.finished)
     else:
@@ -472,6 +473,7 @@ def live_body(preset: str, pace) -> None:
         else:
             right.metric("PSNR", f"{m['psnr']:.1f} dB")
             right.metric("SSIM", fixed(m['ssim'], 2))
+        _cost_metric(right, m, handle.scenario.params)
         right.metric("Run time", f"{fin.seconds:.0f} s")
         _recovered_metric(right, fin)
     elif latest is not None:
@@ -485,6 +487,25 @@ def live_body(preset: str, pace) -> None:
         right.button("Run again", on_click=_start_live, args=(preset,), icon=":material/replay:", width="stretch")
     if _live_pace(handle) != pace:
         st.rerun()
+
+
+def _cost_metric(column, m: dict, p: dict) -> None:
+    """What the defense cost the federation, where the run measured it beside the same federation without it
+    (vertical FL's training loss, logit sharing's clients' accuracy): a defended run's scene showed its privacy
+    alone, and the slide meant to weigh a defense read as if it were free. Left out where the undefended loss
+    barely falls (cafe-faces, utility.barely_learns): there 'no cost' would be the wrong lesson."""
+    own = utility.of_run(m)
+    if own is None or own[2] is None or utility.barely_learns(m["utility"], p):
+        return
+    name, value, clean = own
+    if name == "training_loss":
+        column.metric("Training loss", f"{value:.3f}", delta=f"{value - clean:+.3f} vs none", delta_color="inverse",
+                      help="the federation's final training loss with this defense; below it, the change from the "
+                           "same federation without it (higher: it learns worse)")
+    else:
+        column.metric("Clients' accuracy", f"{value:.0%}", delta=f"{100 * (value - clean):+.0f} pts vs none",
+                      help="the clients' accuracy on held-out images of the private classes with this defense; "
+                           "below it, the change in percentage points from the same federation without it")
 
 
 def _recovered_metric(column, fin) -> None:
