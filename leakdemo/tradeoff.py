@@ -36,14 +36,21 @@ def plain(row: dict) -> dict:
 SHARE_RANGE = [-0.03, 1.05]
 
 
+LOSS_SPAN = 0.1  # a training-loss axis spans at least this share of its largest loss (and at least 0.01)
+
+
 def utility_range(rows: list[dict], name: str) -> list[float] | None:
     """An accuracy axis stays within [0, 1] (plotly's autorange spread two equal accuracies of 0.96 over
-    0.33–1.69, matplotlib's drew 0.98 to 1.0 as the whole height), with room to see the differences; a
-    training loss keeps the library's own range."""
+    0.33–1.69, matplotlib's drew 0.98 to 1.0 as the whole height), with room to see the differences. A
+    training loss spans at least a tenth of its largest value: the libraries drew cafe's pruning sweep,
+    0.3903 to 0.3917, as the axis's whole height, a defense that costs nothing read as a steep cost."""
     values = [v for v in (utility_of(r)[1] for r in rows) if v is not None]
-    if name == "training_loss" or not values:
+    if not values:
         return None
     lo, hi = min(values), max(values)
+    if name == "training_loss":
+        pad = max(0.05 * (hi - lo), (max(LOSS_SPAN * hi, 0.01) - (hi - lo)) / 2)
+        return [max(0.0, lo - pad), hi + pad]
     pad = max(0.05, 0.15 * (hi - lo))
     return [max(0.0, lo - pad), min(1.0, hi + pad)]
 

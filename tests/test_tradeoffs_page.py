@@ -463,7 +463,28 @@ def test_an_accuracy_axis_stays_within_zero_and_one():
     fig = strength_figure(full, ["batch_size"], False)
     assert fig.layout.yaxis2.range[1] == 1.0 and all(t.cliponaxis is False for t in fig.data)
     loss = [dict(r, test_accuracy=None, training_loss=v) for r, v in zip(rows, (0.4, 0.5, 2.3))]
-    assert strength_figure(loss, ["batch_size"], False).layout.yaxis2.range is None  # a loss: plotly's own range
+    lo, hi = strength_figure(loss, ["batch_size"], False).layout.yaxis2.range
+    assert 0.2 < lo < 0.4 and 2.3 < hi < 2.5
+
+
+def test_a_loss_that_a_defense_hardly_moves_stays_a_small_step_on_the_charts(tmp_path):
+    """cafe against pruning: training loss 0.3903, 0.3904, 0.3917 filled the utility axis's whole height (the
+    libraries' own ranges), and pruning half the gradient read as a steep cost. The axis spans at least a tenth
+    of the loss, on the page's two charts and in tradeoff.png."""
+    from leakdemo.dashboard.tradeoffs import strength_figure, tradeoff_figure
+    from leakdemo.tradeoff import utility_range
+
+    def loss_row(i, loss, psnr, pictures=True):
+        r = {**row(i, None, psnr, i == 0), "training_loss": loss}
+        return r if pictures else {**r, "thumbnail": None}
+    rows = [loss_row(0, 0.3903, 12.6), loss_row(1, 0.3904, 12.6), loss_row(5, 0.3917, 10.9)]
+    bare = [loss_row(r["index"], r["training_loss"], r["psnr"], pictures=False) for r in rows]
+    for lo, hi in (strength_figure(rows, ["dp_sigma"], False).layout.yaxis2.range,
+                   tradeoff_figure(rows, ["dp_sigma"]).layout.xaxis.range,
+                   tradeoff_figure(bare, ["dp_sigma"]).layout.xaxis.range, utility_range(rows, "training_loss")):
+        assert lo < 0.3903 and 0.3917 < hi and hi - lo >= 0.039, (lo, hi)
+    assert utility_range([loss_row(0, 0.0, 1), loss_row(1, 0.0001, 1)], "training_loss") == \
+        [0.0, pytest.approx(0.00505)]  # a loss near 0: the axis spans 0.01 at least, and stops at 0
 
 
 def test_failed_points_say_why():

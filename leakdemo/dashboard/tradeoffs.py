@@ -574,8 +574,9 @@ def tradeoff_figure(rows: list[dict], axes: list[str], base: dict | None = None)
                                  line=dict(color="black", width=1, dash="dot"), hoverinfo="skip"))
     if key == "attack_accuracy":  # ticks up to 1 only: the room above is for the pictures
         fig.update_yaxes(range=SHARE_RANGE, tickmode="array", tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1])
-    _thumbnails(fig, usable, [r for r in usable if r["index"] in front or r["undefended"]], key)
     uname = utility_of(usable[0])[0] if usable else "test_accuracy"
+    fig.update_xaxes(range=utility_range(usable, uname))  # as the strength chart's; the pictures widen it
+    _thumbnails(fig, usable, [r for r in usable if r["index"] in front or r["undefended"]], key)
     better = "lower-left" if uname == "training_loss" else "lower-right"
     # the hint as a subtitle: in one line the title ran past a half-width chart on a 1280-px screen
     fig.update_layout(title=dict(text="Privacy against utility",
@@ -606,6 +607,8 @@ def _thumbnails(fig: go.Figure, rows: list[dict], shown: list[dict], key: str) -
     ys = [v for r in rows for v in ([r[key]] + list(r.get("psnr_range") or [] if key == "psnr" else []))]
     ys += [0.0, 1.0] if key == "attack_accuracy" else []  # a share: its whole scale (see SHARE_RANGE)
     lo_x, hi_x = min(xs), max(xs)
+    if utility_of(rows[0])[0] == "training_loss":  # a tenth of the loss at least, as on the strength chart
+        lo_x, hi_x = utility_range(rows, "training_loss")
     narrow = utility_of(rows[0])[0] != "training_loss" and hi_x - lo_x < 0.05
     if narrow:
         # an accuracy that no defense moves (PLI's client keeps 1.0; averaging a batch costs 0.95 nothing) sits
