@@ -374,6 +374,29 @@ class Sweep:
             out.append(line + (f" — likewise at {also}" if more else ""))
         return out
 
+    def refused(self) -> str | None:
+        """Which swept points will run nothing, and why, said before the sweep starts: `clients=1..20:5` on
+        pli-digits ran one point and showed four failed rows after it, where the page had said "5 points" and
+        nothing else. A point counts when its first run (first seed, first image) is refused, as a run would be;
+        reasons alike but for their figures are said once, the first in full. None where every point runs."""
+        swept, why = [p for p in self.points if not p.undefended], {}
+        for point in swept:
+            try:
+                self._resolve(point, self.seeds[0], self.images[0])
+            except LeakdemoError as e:
+                why.setdefault(re.sub(r"\d[\d,.]*", "#", str(e)), (str(e), []))[1].append(point)
+        if not why:
+            return None
+        at = [p for _, points in why.values() for p in points]
+        if len(self.axes) == 1:
+            name = self.axes[0].name
+            where = f"{name}={', '.join(value_text(p.values[name]) for p in sorted(at, key=lambda p: p.index))}"
+        else:
+            where = "; ".join(p.label for p in sorted(at, key=lambda p: p.index))
+        reasons = " · ".join(text for text, _ in why.values())
+        return (f"{len(at)} of {len(swept)} swept points will run nothing (their rows will say so), at {where}: "
+                f"{reasons}")
+
     def stop(self) -> None:
         self._stop.set()
 

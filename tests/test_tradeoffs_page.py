@@ -487,6 +487,18 @@ def test_a_loss_that_a_defense_hardly_moves_stays_a_small_step_on_the_charts(tmp
         [0.0, pytest.approx(0.00505)]  # a loss near 0: the axis spans 0.01 at least, and stops at 0
 
 
+def test_points_that_will_run_nothing_are_said_before_the_sweep_runs():
+    """`clients=1..20:5` on pli-digits: the page said "5 points" and Run ran one, then showed four failed
+    rows. The points a run would refuse are named before Run, with why; Run stays offered for the others."""
+    at = page(sweep="custom", preset="pli-digits", defense="none", vary="clients=1..20:5")
+    assert not at.exception and not at.error and not at.button[0].disabled
+    assert [w.value for w in at.warning] == [
+        "4 of 5 swept points will run nothing (their rows will say so), at clients=6, 10, 15, 20: clients: each "
+        "client holds at least one target class: at most target_classes (5); got 6"]
+    at.text_input(key="t_vary").set_value("clients=1..5:5").run()
+    assert not at.exception and not at.warning
+
+
 def test_failed_points_say_why():
     from leakdemo.dashboard.tradeoffs import failure_lines
     from leakdemo.scenario import from_preset

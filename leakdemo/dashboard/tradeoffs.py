@@ -828,7 +828,8 @@ def main() -> None:
         sweep, title, _ = build(spec)
         # as the command line says them: a link's value no point reads (tv_dataset=SVHN on the photos), and what
         # `run` would warn of at the points (a cost, a model the attack fails on)
-        said = [*sweep.unread([k for k in spec if k not in SPEC_KEYS]), *sweep.warnings()]
+        said = [*filter(None, [sweep.refused()]), *sweep.unread([k for k in spec if k not in SPEC_KEYS]),
+                *sweep.warnings()]
         n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
         undefended = (f" (the undefended one included{'; ' + sweep.same_as_undefended('that same run') if sweep.as_undefended else ''})"
                       if any(pt.undefended for pt in sweep.points) else "")
