@@ -693,8 +693,12 @@ def cmd_sweep(args) -> int:
             if isinstance(ev, SweepStarted):
                 if not args.jsonl:
                     same = f" ({sweep.same_as_undefended()})" if sweep.as_undefended else ""
+                    asked = len(ev.points) * seeds * len(image_list or [1])
+                    # "3 points × 1 seed × 1 image = 2 runs" read as a slip: the refused run is counted and named
+                    refused = f" ({asked - ev.runs} refused: {'its row says' if asked - ev.runs == 1 else 'their rows say'} why)" \
+                        if asked > ev.runs else ""
                     print(f"{title}: {len(ev.points)} points{same} × {plural(seeds, 'seed')} × {plural(len(image_list or [1]), 'image')} = "
-                          f"{ev.runs} runs, {ev.cached} from the run store, backend {ev.backend}"
+                          f"{asked} runs{refused}, {ev.cached} from the run store, backend {ev.backend}"
                           + (f"; attacked as {plural(ev.programs, 'program')} of up to {ev.batch} runs (--batch 1: "
                              f"each run alone)" if ev.batch > 1 else ""), file=sys.stderr)
             elif isinstance(ev, (PointDone, RunDone)) and not args.jsonl:

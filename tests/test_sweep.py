@@ -261,16 +261,24 @@ def test_the_pareto_front_ignores_leakage_differences_within_noise():
         assert pareto(pts)
 
 
-def test_a_failing_point_is_a_row_and_the_sweep_goes_on():
-    base = from_preset("dlm-plus", {"image_size": 16, "iterations": 10, "local_steps": 2})
-    rows = _collect(Sweep(base, [parse_axis("batch_size=1,48", base)], workers=1))[-1].rows
+def test_a_failing_point_is_a_row_and_the_sweep_goes_on(tmp_path):
+    r = cli("sweep", "dlm-plus", "--set", "image_size=16", "--set", "iterations=10", "--set", "local_steps=2",
+            "--vary", "batch_size=1,48", "--workers", "1", "--out", str(tmp_path), env={"LEAKDEMO_STORE": "off"})
+    assert r.returncode == 0, r.stderr
+    # "2 points × 1 seed × 1 image = 1 runs" read as a slip: the refused run is counted, and said to be refused
+    assert "2 points × 1 seed × 1 image = 2 runs (1 refused: its row says why), 0 from the run store" in r.stderr, r.stderr
+    rows = json.loads((tmp_path / "sweep.json").read_text())["rows"]
     bad = next(r for r in rows if r["label"] == "batch_size=48")  # 2 steps × 48 images: more than a client holds
     good = next(r for r in rows if r["label"] == "batch_size=1")
     assert bad["failed"] == 1 and bad["runs"] == 0 and "at most 64 images" in bad["errors"][0]
     assert good["runs"] == 1 and good["psnr"] is not None
-    sweep = Sweep(from_preset("dlg"), [parse_axis("batch_size=1,30", from_preset("dlg"))], workers=1)
+    sweep = Sweep(from_preset("dlg"), [parse_axis("batch_size=1,30,40", from_preset("dlg"))], workers=1)
+    # said before anything runs (the Trade-offs page shows it above Run sweep)
+    assert sweep.refused() == ("2 of 3 swept points will run nothing (their rows will say so), at batch_size=30, 40: "
+                               "batch_size: must be at most 23 for data=samples, got 30")
     assert [t.point for t in sweep.tasks()] == [0]  # 30 of the 23 photos: refused without starting a worker
     assert sweep.points[1].runs[0]["error"] == "batch_size: must be at most 23 for data=samples, got 30"
+    assert Sweep(from_preset("dlg"), [parse_axis("batch_size=1,4", from_preset("dlg"))], workers=1).refused() is None
 
 
 def test_a_strength_that_leaves_the_payload_as_it_is_is_the_undefended_run_not_run_twice():
