@@ -697,8 +697,8 @@ def cmd_sweep(args) -> int:
                     # "3 points × 1 seed × 1 image = 2 runs" read as a slip: the refused run is counted and named
                     refused = f" ({asked - ev.runs} refused: {'its row says' if asked - ev.runs == 1 else 'their rows say'} why)" \
                         if asked > ev.runs else ""
-                    print(f"{title}: {len(ev.points)} points{same} × {plural(seeds, 'seed')} × {plural(len(image_list or [1]), 'image')} = "
-                          f"{asked} runs{refused}, {ev.cached} from the run store, backend {ev.backend}"
+                    print(f"{title}: {plural(len(ev.points), 'point')}{same} × {plural(seeds, 'seed')} × {plural(len(image_list or [1]), 'image')} = "
+                          f"{plural(asked, 'run')}{refused}, {ev.cached} from the run store, backend {ev.backend}"
                           + (f"; attacked as {plural(ev.programs, 'program')} of up to {ev.batch} runs (--batch 1: "
                              f"each run alone)" if ev.batch > 1 else ""), file=sys.stderr)
             elif isinstance(ev, (PointDone, RunDone)) and not args.jsonl:
