@@ -497,6 +497,8 @@ def test_points_that_will_run_nothing_are_said_before_the_sweep_runs():
         "client holds at least one target class: at most target_classes (5); got 6"]
     at.text_input(key="t_vary").set_value("clients=1..5:5").run()
     assert not at.exception and not at.warning
+    at.text_input(key="t_vary").set_value("clients=3").run()  # one point, in the singular ("1 points" before)
+    assert "— 1 point × 1 seed = 1 run. " in texts(at), texts(at)
 
 
 def test_failed_points_say_why():

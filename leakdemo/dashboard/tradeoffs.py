@@ -833,8 +833,8 @@ def main() -> None:
         n_points, runs = len(sweep.points), len(sweep.points) * len(sweep.seeds) * len(sweep.images)
         undefended = (f" (the undefended one included{'; ' + sweep.same_as_undefended('that same run') if sweep.as_undefended else ''})"
                       if any(pt.undefended for pt in sweep.points) else "")
-        summary = (f"**{title}** — {n_points} points{undefended} × {plural(len(sweep.seeds), 'seed')} "
-                   f"= {runs} runs. " + ", ".join(f"`{a.name}` ∈ {{{', '.join(value_text(v) for v in a.values)}}}"
+        summary = (f"**{title}** — {plural(n_points, 'point')}{undefended} × {plural(len(sweep.seeds), 'seed')} "
+                   f"= {plural(runs, 'run')}. " + ", ".join(f"`{a.name}` ∈ {{{', '.join(value_text(v) for v in a.values)}}}"
                                                  for a in sweep.axes))
     except LeakdemoError as e:
         problem, summary = str(e), None
