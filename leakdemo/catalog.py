@@ -711,7 +711,7 @@ def model_cost(p) -> str | None:
     remedies = ([f"model_width ≤ {narrower}"] if narrower else []) + ([f"image_size ≤ {smaller}"] if smaller else [])
     low, high = (gmacs * g for g in GMAC_SECONDS)
     steps = (f"{p['iterations']} L-BFGS steps of up to {LBFGS_EVALUATIONS} evaluations" if lbfgs else
-             f"{p['iterations']} steps")
+             plural(p['iterations'], 'step'))
     shape = ", ".join([f"model_width={p['model_width']}"] * bool(p.get("model_width"))
                       + [f"model_depth={p['model_depth']}"] * (p.get("model_depth", 1) > 1))
     return (f"A large model for a CPU: one pass of {settings.MODEL_NAMES[p['model']]}"

@@ -268,7 +268,7 @@ def _summary(ev: Finished, p: dict) -> str:
                 f"mean private image: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}")
     else:
         head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}, label accuracy {la}, "
-                f"{ev.iterations} iterations in {ev.seconds:.1f} s")
+                f"{plural(ev.iterations, 'iteration')} in {ev.seconds:.1f} s")
     when = milestones.sentence(ev.history, m, ev.status == "finished")
     why = [f"label accuracy n/a: {catalog.no_label_guess(p)}"] if la == "n/a" and "attack_accuracy" not in m else []
     return (head

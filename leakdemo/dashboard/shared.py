@@ -162,7 +162,7 @@ def setup_line(p: dict) -> str:
     if p.get("protocol") in catalog.LOGIT_PROTOCOLS:
         k = p.get("clients", 1)
         who = "the client trains and shares" if k == 1 else f"{k} clients train and share"
-        doing = f"the federation runs its {p.get('rounds')} rounds — {who} logits on the public images"
+        doing = f"the federation runs its {plural(p.get('rounds', 1), 'round')} — {who} logits on the public images"
     elif p.get("protocol") == "vfl":
         doing = f"{p.get('workers')} workers take their tiles of the {p.get('n_samples')} samples"
     elif p.get("protocol") == "fedavg":
@@ -172,7 +172,7 @@ def setup_line(p: dict) -> str:
     else:
         doing = "the client computes its gradient on its private batch"
     if p.get("warmup_steps"):
-        doing = f"the model is first trained for {p['warmup_steps']} steps on other images, then {doing}"
+        doing = f"the model is first trained for {plural(p['warmup_steps'], 'step')} on other images, then {doing}"
     return f"Setting up: {doing}…"
 
 

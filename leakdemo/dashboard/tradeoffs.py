@@ -880,7 +880,7 @@ def sweep_panel(pace, refused: bool = False) -> None:
     status = {"starting": "Starting…", "running": "Running", "finished": "Finished", "stopped": "Stopped",
               "failed": "Failed"}[job.status]
     if getattr(job, "recorded_for", None) and job.done:
-        st.progress(1.0, text=f"Recorded: {job.done_runs} runs, {len(rows)} points, "
+        st.progress(1.0, text=f"Recorded: {plural(job.done_runs, 'run')}, {plural(len(rows), 'point')}, "
                               + ("from the gallery" if job.from_gallery else "from this machine's run store"))
     else:
         st.progress(min(1.0, job.done_runs / total),

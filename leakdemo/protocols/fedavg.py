@@ -64,7 +64,7 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
         f"the number of classes ({p['num_classes']}) and the round schedule ({plural(R, 'round')} per epoch)",
     ]
     if p["warmup_steps"]:
-        facts.append(f"that the model was trained for {p['warmup_steps']} steps before (its weights show it)")
+        facts.append(f"that the model was trained for {plural(p['warmup_steps'], 'step')} before (its weights show it)")
     extras = {"local_lr": p["local_lr"], "local_steps": T, "minibatch_size": B, "momentum": p["momentum"]}
     extra_facts = {
         "local_lr": f"the client's local learning rate η = {p['local_lr']:g}",

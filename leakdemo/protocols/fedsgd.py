@@ -15,6 +15,7 @@ from ..settings import MODEL_HELP, round_images
 from ..settings import fedsgd_receives as describe
 from ..threat import GroundTruth, Knowledge, Observation
 from ..training_step import TrainingStep
+from ..words import plural
 
 
 def make_model(p: dict):
@@ -76,7 +77,7 @@ def simulate(p: dict, device: torch.device, uploads=None) -> tuple[Observation, 
     if k > 1 and not p["secure_aggregation"]:
         facts.append(f"which of the round's {k} clients sent each gradient (they arrive apart: no secure aggregation)")
     if p["warmup_steps"]:
-        facts.append(f"the weights after the model's {p['warmup_steps']} warm-up training steps (they are the current weights)")
+        facts.append(f"the weights after the model's {plural(p['warmup_steps'], 'warm-up training step')} (they are the current weights)")
     knowledge = Knowledge(model=copy.deepcopy(model), input_shape=tuple(x.shape[1:]), num_classes=p["num_classes"],
                           batch_size=bs, facts=facts)
     return obs, knowledge, GroundTruth(batch.images.clone(), batch.labels.clone(), batch.names)
