@@ -691,6 +691,9 @@ def _setting_up_page(preset: str, over: dict):
     ("dlg", {"warmup_steps": 500}, "the model is first trained for 500 steps on other images, then the client "
                                    "computes its gradient"),
     ("dlm-plus", {}, "the client trains on its private data and sends its new weights"),
+    # one of each, in the singular ("its 1 rounds", "for 1 steps" before)
+    ("pli", {"rounds": 1}, "the federation runs its 1 round — the client trains and shares"),
+    ("dlg", {"warmup_steps": 1}, "the model is first trained for 1 step on other images"),
 ])
 def test_the_set_up_says_what_it_waits_for(preset, over, says):
     """A ten-client federation's rounds take ~30 s before PLI's first frame, under "Setting up: the client
