@@ -571,9 +571,14 @@ def cmd_runs(args) -> int:
             print(json.dumps(rows, indent=2))
             return 0
         print(f"{plural(len(rows), 'run')} in {store.path}" + ("" if len(rows) < limit else f" (newest {limit})"))
+        # the name columns as wide as their longest name: at fixed widths "cafe-fake-gradients" was cut to
+        # "cafe-fake-gradien", and a defense "logit-temperature" pushed the rest of its row out of line
+        wide = {k: max([len(k)] + [len(r[k] or "-") for r in rows]) for k in ("source", "preset", "protocol", "attack",
+                                                                              "defense")}
         if rows:
-            print(f"{'id':>5}  {'recorded':<16} {'source':<9} {'preset':<18} {'protocol':<8} {'attack':<10} "
-                  f"{'defense':<15} {'status':<9} {'result':>8} {'seconds':>8} {'to 30 dB':>9}  changed from the preset")
+            print(f"{'id':>5}  {'recorded':<16} {'source':<{wide['source']}} {'preset':<{wide['preset']}} "
+                  f"{'protocol':<{wide['protocol']}} {'attack':<{wide['attack']}} {'defense':<{wide['defense']}} "
+                  f"{'status':<9} {'result':>8} {'seconds':>8} {'to 30 dB':>9}  changed from the preset")
         for r in rows:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["created"]))
             psnr = ("-" if r["psnr"] is None else f"{r['psnr']:.1f} dB") if r["attack_accuracy"] is None \
@@ -582,9 +587,9 @@ def cmd_runs(args) -> int:
             back = "-" if r["attack_accuracy"] is not None else milestones.seconds_cell(r["to_30db_s"])
             changed = " ".join(f"{k}={value_text(v)}" for k, v in r["changes"].items())
             # the protocol: a PLI run on FedGEMS read as one on FedMD (what it changed leaves the switch out)
-            print(f"{r['id']:>5}  {when:<16} {r['source']:<9} {(r['preset'] or '')[:17]:<18} "
-                  f"{r['protocol'] or '-':<8} {r['attack'] or '-':<10} {r['defense'] or '-':<15} {r['status']:<9} "
-                  f"{psnr:>8} {r['seconds']:>8.1f} {back:>9}  {changed}".rstrip())
+            names = " ".join(f"{r[k] or '-':<{wide[k]}}" for k in wide)
+            print(f"{r['id']:>5}  {when:<16} {names} {r['status']:<9} {psnr:>8} {r['seconds']:>8.1f} {back:>9}  "
+                  f"{changed}".rstrip())
         return 0
     if not rest:
         raise LeakdemoError(f"runs {action}: give the run's id (`python -m leakdemo runs list` shows them)")

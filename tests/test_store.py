@@ -289,6 +289,26 @@ def test_runs_list_says_when_each_picture_came_back(store_path):
     assert "to_30db_s" not in store.runs()[0]  # only where they are shown (Compare's picker reads 200 runs)
 
 
+def test_runs_list_keeps_long_names_whole_and_its_columns_in_line(store_path):
+    """At fixed widths "cafe-fake-gradients" was cut to "cafe-fake-gradien", and an attack "invgrad-fedavg" or a
+    defense "logit-temperature" pushed the rest of its row out from under the headings."""
+    store = RunStore(str(store_path))
+    started, finished, frames = _synthetic_events(0)
+    for preset, attack, defense in (("cafe-fake-gradients", "cafe", "fake-gradients"), ("dlg", "dlg", "none"),
+                                    ("invgrad-fedavg", "invgrad-fedavg", "dp-gaussian"),
+                                    ("pli", "pli", "logit-temperature")):
+        store.record(f"k-{preset}", "cli", {"preset": preset, "params": {"protocol": "fedavg", "attack": attack,
+                                                                          "defense": defense}},
+                     started, finished, frames)
+    listed = _cli("runs", "list")
+    assert listed.returncode == 0, listed.stderr
+    header, *lines = listed.stdout.splitlines()[1:]
+    for name in ("cafe-fake-gradients", "invgrad-fedavg", "logit-temperature"):
+        assert f" {name} " in listed.stdout, listed.stdout
+    status = header.index("status")
+    assert all(line[status:].startswith("finished") for line in lines), listed.stdout
+
+
 def test_cli_refuses_a_foreign_store_in_one_line(tmp_path, monkeypatch):
     path = tmp_path / "notes.txt"
     path.write_text("not a database\n")
