@@ -792,8 +792,10 @@ def check_output(path: str | None, option: str, folder: bool) -> None:
     """An output path that cannot be written is said before the work starts (a run or a sweep can take
     minutes), in one line naming the option. Nothing is left behind: the check writes a temporary file in
     the folder that would hold the output (or the nearest existing parent of a folder to be created)."""
-    if not path:
+    if path is None:
         return
+    if not path.strip():  # `--out "$DIR"` with DIR unset ran, and wrote nothing anywhere
+        raise ParamError(option, f"empty; give a {'folder' if folder else 'file name'}")
     import tempfile
     where = os.path.abspath(path)
     if os.path.exists(where) and folder != os.path.isdir(where):

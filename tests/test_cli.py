@@ -180,6 +180,9 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("fidelity", "--out", "/no-such-folder/f.md"), "error: --out: the folder '/no-such-folder' does not exist"),
     (("fidelity", "--out", os.path.dirname(__file__)), "error: --out: '"),
     (("bench", "dlg", "--json", "/proc/b.json"), "error: --json: cannot write '/proc/b.json' (creating a file in /proc failed: "),
+    # `--out "$DIR"` with DIR unset: the run went ahead and wrote nothing anywhere
+    (("run", "dlg", "--out", ""), "error: --out: empty; give a folder"),
+    (("bench", "dlg", "--json", " "), "error: --json: empty; give a file name"),
     (("runs", "list", "--limit", "0"), "error: --limit: must be an integer in [1, 100000], got 0"),
     (("runs", "delete", "1", "2", "3"), "error: runs delete: takes one id, got '1 2 3'"),
     (("runs", "export", "1", "/proc/e"), "error: runs export DIR: cannot write '/proc/e' (creating a file in /proc failed: "),
