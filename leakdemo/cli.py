@@ -630,7 +630,8 @@ def _eta(seconds) -> str:
     return f"{m}m{sec:02d}s" if m else f"{sec}s"
 
 
-def _row_line(r: dict) -> str:
+def _row_line(r: dict, width: int = 28) -> str:
+    """A sweep's row in one line; width: the label column's, as wide as the sweep's longest label."""
     from .sweep import utility_of
     if r.get("attack_accuracy") is not None:
         leak = f"attack accuracy {r['attack_accuracy']:.2f}"
@@ -643,7 +644,7 @@ def _row_line(r: dict) -> str:
     name, u = utility_of(r)
     util = "" if u is None else f"  {name.replace('_', ' ')} {u:.3f}"
     fail = f"  ({r['failed']} failed: {r['errors'][0]})" if r.get("failed") else ""
-    return f"{r['label']:<28} {leak}{util}  {r['privacy']}{fail}"
+    return f"{r['label']:<{width}} {leak}{util}  {r['privacy']}{fail}"
 
 
 def cmd_sweep(args) -> int:
@@ -691,6 +692,7 @@ def cmd_sweep(args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     tty = sys.stderr.isatty()
     rows, status, total_s = [], "finished", 0.0
+    width = max([28] + [len(p.label) for p in sweep.points])  # a two-axis label ran past 28 and out of line
     try:
         for ev in sweep.events():
             if args.jsonl:
@@ -710,7 +712,7 @@ def cmd_sweep(args) -> int:
                 bar = f"[{'#' * int(28 * ev.done_runs / max(ev.total_runs, 1)):<28}] {ev.done_runs}/{ev.total_runs} runs" \
                       f"  {ev.seconds:5.1f}s  ETA {_eta(ev.eta)}"
                 if isinstance(ev, PointDone):
-                    print(("\r" if tty else "") + _row_line(ev.point) + " " * 10, file=sys.stderr, flush=True)
+                    print(("\r" if tty else "") + _row_line(ev.point, width) + " " * 10, file=sys.stderr, flush=True)
                 if tty:
                     print("\r" + bar, end="", file=sys.stderr, flush=True)
             elif isinstance(ev, SweepFinished):
@@ -726,7 +728,7 @@ def cmd_sweep(args) -> int:
     if not args.jsonl:
         print(f"{'Sweep' if status == 'finished' else 'Stopped sweep'}: {plural(len(rows), 'point')} in {total_s:.1f} s")
         for r in sorted(rows, key=lambda r: r["index"]):
-            print("  " + _row_line(r))
+            print("  " + _row_line(r, width))
         if one_figure:
             from .tradeoff import one_figure_line
             print("  (" + one_figure_line(axes[0].name, base.params) + ")")

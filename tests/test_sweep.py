@@ -720,3 +720,18 @@ def test_a_sweep_row_keeps_four_significant_digits():
     assert run["client_accuracy"] != 0.6  # the float32 figure as the run measured it
     row = summarise(Point(1, {}, runs=[run]), base, [])
     assert (row["client_accuracy"], row["lpips"]) == (0.6, 0.4089)
+
+
+def test_a_two_axis_sweep_s_rows_stay_in_line(monkeypatch, capsys):
+    """`--vary dp_sigma=… --vary dp_clip=…`: a label such as 'dp_sigma=0.0001, dp_clip=0.001' ran past the
+    28-character label column and pushed its row's figures out from under the others'."""
+    from leakdemo import cli as cli_module
+    from leakdemo.sweep import SweepFinished
+    monkeypatch.setenv("LEAKDEMO_STORE", "off")
+    monkeypatch.setattr(Sweep, "events", lambda self: iter([SweepFinished([self._row(p) for p in self.points],
+                                                                          "finished", 0.1)]))
+    assert cli_module.main(["sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.0001,0.1",
+                            "--vary", "dp_clip=0.001,10"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert len(rows) == 5 and rows[1].startswith("  dp_sigma=0.0001, dp_clip=0.001 no result"), rows
+    assert len({line.index(" no result") for line in rows}) == 1, rows
