@@ -261,6 +261,11 @@ def batched(tasks: list[Task], size: int) -> list[Task | Batch]:
     return out
 
 
+def _but_figures(sentence: str) -> str:
+    """A sentence with its figures blanked: sentences alike but for them are said once, the first in full."""
+    return re.sub(r"\d[\d,.]*", "#", sentence)
+
+
 def _where(at: list[Point], swept: list[Point]) -> str | None:
     """The points a warning holds at, said shortly: None for all of them, 'model=resnet' for every point of that
     value, else each point's label."""
@@ -365,7 +370,7 @@ class Sweep:
                     said.setdefault(w, []).append(point)
         alike: dict[str, list[tuple[str, list[Point]]]] = {}
         for w, at in said.items():
-            alike.setdefault(re.sub(r"\d[\d,.]*", "#", w), []).append((w, at))
+            alike.setdefault(_but_figures(w), []).append((w, at))
         out = []
         for (w, at), *more in alike.values():
             where = _where(at, swept)
@@ -384,7 +389,7 @@ class Sweep:
             try:
                 self._resolve(point, self.seeds[0], self.images[0])
             except LeakdemoError as e:
-                why.setdefault(re.sub(r"\d[\d,.]*", "#", str(e)), (str(e), []))[1].append(point)
+                why.setdefault(_but_figures(str(e)), (str(e), []))[1].append(point)
         if not why:
             return None
         at = [p for _, points in why.values() for p in points]
