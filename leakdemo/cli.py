@@ -542,7 +542,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from .store import open_store
+    from .store import default_path, open_store
     action, rest = args.action or "list", args.rest  # `runs` alone lists, as its help's [brackets] promise
     if args.limit is not None and action != "list":  # `runs show 3 --limit 5` ran, --limit unread
         raise ParamError("--limit", f"applies to `runs list` only, not `runs {action}`")
@@ -562,9 +562,18 @@ def cmd_runs(args) -> int:
     if len(rest) > takes:  # `runs delete 1 2 3` deleted run 1 and said nothing of 2 and 3
         what = {0: "no id", 1: "one id", 2: "one id and a folder"}[takes]
         raise LeakdemoError(f"runs {action}: takes {what}, got {' '.join(rest)!r}")
-    store = open_store()
-    if store is None:
+    path = default_path()
+    if path is None:
         raise LeakdemoError("runs: the run store is turned off (LEAKDEMO_STORE=off)")
+    if not os.path.exists(os.path.expanduser(path)):  # reading a mistyped LEAKDEMO_STORE created an empty store
+        where = os.path.abspath(os.path.expanduser(path))
+        if action != "list":
+            raise LeakdemoError(f"runs {action}: no run store at {where} yet (`run`, `sweep` and the dashboard "
+                                "record their runs there)")
+        print("[]" if args.json else f"0 runs: no run store at {where} yet (`run`, `sweep` and the dashboard "
+              "record their runs there)")
+        return 0
+    store = open_store(path)
     if action == "list":
         rows = store.runs(limit=limit, milestones=True)
         if args.json:

@@ -394,3 +394,16 @@ def test_kept_lists_this_code_versions_newest_first(tmp_path, monkeypatch):
     assert store.kept("presenter-sweep") == [("sweep:custom:a", {"label": "a again"}), ("sweep:custom:b", {"label": "b"})]
     monkeypatch.setattr(store_module, "code_version", lambda: "another-version")
     assert store.kept("presenter-sweep") == []
+
+
+def test_runs_reads_a_store_that_does_not_exist_without_creating_it(store_path):
+    """A mistyped LEAKDEMO_STORE made `runs list` create an empty store there and answer "0 runs in …"."""
+    listed = _cli("runs", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == (f"0 runs: no run store at {store_path} yet (`run`, `sweep` and the dashboard "
+                                     "record their runs there)")
+    assert json.loads(_cli("runs", "list", "--json").stdout) == []
+    shown = _cli("runs", "show", "3")
+    assert shown.returncode == 2 and shown.stderr.strip() == f"error: runs show: no run store at {store_path} yet " \
+        "(`run`, `sweep` and the dashboard record their runs there)"
+    assert not store_path.exists()
