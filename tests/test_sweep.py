@@ -620,6 +620,27 @@ def test_the_cli_chart_stacks_the_labels_of_equal_points(monkeypatch):
     assert spots["none"][1] in (spots["restored"][1], spots["auto"][1])  # a point of its own keeps the usual place
 
 
+def test_the_cli_chart_keeps_the_labels_of_near_points_apart(monkeypatch):
+    """`sweep cafe --set defense=prune --vary prune_ratio=0.1,0.3,0.5`: 0.1 and 0.3 lie at 12.6 and 12.5 dB with
+    the same training loss, not on one spot; their labels overlapped on the privacy chart."""
+    from matplotlib.figure import Figure
+
+    from leakdemo.tradeoff import tradeoff_png
+    drawn = []
+    save = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), save(self, *a, **k))[1])
+    rows = [{"index": i, "label": f"p{i}", "undefended": ratio == 0, "prune_ratio": ratio, "runs": 1, "psnr": psnr,
+             "psnr_range": None, "training_loss": loss}
+            for i, (ratio, psnr, loss) in enumerate([(0, 12.63, 0.3903), (0.1, 12.62, 0.3903), (0.3, 12.5, 0.3904),
+                                                     (0.5, 10.9, 0.3917)])]
+    tradeoff_png(rows, "prune", ["prune_ratio"])
+    renderer = drawn[0]._get_renderer()
+    boxes = {t.get_text(): t.get_window_extent(renderer) for t in drawn[0].axes[1].texts}
+    assert {"0.1", "0.3", "0.5"} <= set(boxes)
+    assert not boxes["0.1"].overlaps(boxes["0.3"]), (boxes["0.1"], boxes["0.3"])
+    assert boxes["0.5"].y0 < boxes["0.3"].y0  # each beside its own point
+
+
 def test_a_sweep_says_what_run_would_warn_of_at_its_points():
     """`run` warns of a cost, a model the attack fails on, too few equations; `sweep` said none of them, though a
     point of 20 clients takes minutes on a CPU. Each is said once, with the points it holds at; too few equations
