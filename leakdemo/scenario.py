@@ -184,28 +184,44 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
     return Scenario(values, preset, tuple(warnings))
 
 
-_SAID_FOR = {"steps": "iterations", "iters": "iterations", "iter": "iterations", "max_iter": "iterations",
-             "batch": "batch_size", "noise": "dp_sigma", "sigma": "dp_sigma"}  # papers' words
+_SAID_FOR = {  # the papers', Opacus's and common code's words for ours
+    **dict.fromkeys(("steps", "iters", "iter", "max_iter", "n_iter", "niter", "num_steps"), "iterations"),
+    **dict.fromkeys(("batch", "bs"), "batch_size"),
+    **dict.fromkeys(("learning_rate", "step_size"), "lr"),
+    **dict.fromkeys(("noise", "sigma", "noise_sigma", "noise_std", "noise_scale", "noise_level"), "dp_sigma"),
+    **dict.fromkeys(("clip", "clip_norm", "clipping", "max_grad_norm", "max_norm"), "dp_clip"),
+    "delta": "dp_delta",
+    **dict.fromkeys(("sparsity", "pruning", "prune", "prune_rate"), "prune_ratio"),
+    **dict.fromkeys(("k", "topk"), "top_k"),
+    **dict.fromkeys(("tv", "total_variation"), "tv_weight"),
+}
 
 
-def likeliest(name: str, own: list[str]) -> list[str]:
+def likeliest(name: str, own: list[str], protocol: str | None = None) -> list[str]:
     """The names a user probably meant by `name`: of this scenario's `own` if any fits, else other components'
-    (`sigma` on an undefended run: dp_sigma, which the DP defenses take)."""
+    (`sigma` on an undefended run: dp_sigma, which the DP defenses take). A word of the field's is read as what
+    it means before any spelling alike — `clip` was offered clients, `delta` data or model, and `noise_sigma`
+    nothing — and as the name its role goes by on `protocol` (`sigma` on FedMD: logit-noise's logit_sigma)."""
     meant = _SAID_FOR.get(name)
-    if meant in own:
-        return [meant]
-    close = alike(name, own) or [k for k in own if name in k or k[:3] == name[:3]]
+    if meant is not None:
+        role = (meant, *next((g for g in catalog.SAME_ROLE if meant in g), ()))
+        fits = [k for k in role if k in own] or [k for k in role if protocol is None or any(
+            c == protocol or c in catalog.attacks_for(protocol) + catalog.defenses_for(protocol)
+            for c in catalog.owners(k))]
+        if fits:
+            return fits[:1]
+    close = alike(name, own) or [k for k in own if len(name) >= 3 and (name in k or k[:3] == name[:3])]  # `k`: attack
     if close:
         return close
     others = sorted(catalog.all_param_names() - {name})  # a name of another component's is not its own hint
-    return [meant] if meant else alike(name, others, cutoff=0.75)
+    return alike(name, others, cutoff=0.75)
 
 
-def did_you_mean(name: str, own: list[str], meant: list[str] | None = None) -> str:
+def did_you_mean(name: str, own: list[str], meant: list[str] | None = None, protocol: str | None = None) -> str:
     """' (did you mean iterations?)', or '' when nothing is alike; a name of another component's is said as
     whose: ' (did you mean dp_sigma (of dp-gaussian, dp-laplace)?)'. `meant`: likeliest(name, own), if known."""
     said = [k if k in own or not catalog.owners(k) else f"{k} (of {', '.join(catalog.owners(k))})"
-            for k in (likeliest(name, own) if meant is None else meant)]
+            for k in (likeliest(name, own, protocol) if meant is None else meant)]
     return hint(said)
 
 
@@ -217,7 +233,7 @@ def _unknown(name: str, merged: Mapping[str, Any]) -> tuple[str, str]:
         own = sorted(catalog.params_for(protocol, attack, defense))
     except ParamError:  # the combination itself is bad: suggest from every name
         protocol, own = None, sorted(catalog.all_param_names())
-    short = "unknown parameter" + did_you_mean(name, own)
+    short = "unknown parameter" + did_you_mean(name, own, protocol=protocol)
     if protocol is None:
         return f"{short}; `python -m leakdemo list` shows them all", short
     return f"{short}; {attack} on {protocol} takes: {', '.join(own)}", short

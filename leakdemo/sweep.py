@@ -87,7 +87,7 @@ def parse_axis(text: str, base: Scenario, said_as: str = "--vary", two: str = "-
     if name not in specs:
         known = sorted(n for n in specs if n not in ("protocol", "attack", "defense", "device", "seed"))
         owners = catalog.owners(name)
-        close = [] if owners else likeliest(name, known)
+        close = [] if owners else likeliest(name, known, base["protocol"])
         meant = close[0] if len(close) == 1 and close[0] not in known else None  # another component's name
         whose = owners or (catalog.owners(meant) if meant else [])
         hint = catalog.instead_note(meant or name, base["protocol"], base["attack"], base["defense"],

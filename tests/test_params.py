@@ -123,6 +123,28 @@ def test_an_unknown_name_gets_the_likeliest_meant_one_and_the_names_the_scenario
         resolve({"protocol": "nope"}, {"stps": 1})  # no scenario to list the names of
 
 
+@pytest.mark.parametrize("preset, name, meant", [
+    ("dlg", "clip", "dp_clip (of dp-gaussian, dp-laplace)"),  # was: clients
+    ("dlg", "max_grad_norm", "dp_clip (of dp-gaussian, dp-laplace)"),  # Opacus's word; was: nothing
+    ("dlg", "delta", "dp_delta (of dp-gaussian)"),  # was: data or model
+    ("dlg", "noise_sigma", "dp_sigma (of dp-gaussian, dp-laplace)"),  # was: nothing
+    ("dlg", "learning_rate", "lr"),
+    ("dlg", "sparsity", "prune_ratio (of prune)"),
+    ("pli", "sigma", "logit_sigma (of logit-noise)"),  # was: dp_sigma, which no logit protocol takes
+    ("pli", "k", "top_k (of top-k)"),  # was: attack
+])
+def test_the_fields_words_for_a_parameter_get_its_name(preset, name, meant):
+    """Papers and Opacus say clip, max_grad_norm, δ, noise σ: each is read as what it means, on this protocol."""
+    with pytest.raises(ParamError) as e:
+        from_preset(preset, {name: 1})
+    assert str(e.value).startswith(f"{name}: unknown parameter (did you mean {meant}?); "), str(e.value)
+
+
+def test_a_one_letter_name_is_not_offered_every_name_holding_it():
+    with pytest.raises(ParamError, match=r"^k: unknown parameter; dlg on fedsgd takes: "):
+        from_preset("dlg", {"k": 3})  # was: (did you mean attack?)
+
+
 def test_switching_attack_drops_the_old_attacks_values():
     s = from_preset("invgrad", {"attack": "dlg"})
     assert s["lr"] == catalog.ATTACKS["dlg"].param("lr").default  # not invgrad's 0.1
