@@ -461,7 +461,12 @@ def cmd_bench(args) -> int:
     devices = bench_devices(args.device)
     if args.cpu_threads is not None and not 1 <= args.cpu_threads <= 256:
         raise LeakdemoError(f"--cpu-threads: must be an integer in [1, 256], got {args.cpu_threads}")
-    names = args.presets or [p.name for p in presets().values() if p.standard]
+    # `bench dlg,idlg` as --images is written was one unknown preset 'dlg,idlg'; `bench dlg dlg` ran dlg twice
+    # and took the two for one row's medians
+    names = list(dict.fromkeys(n.strip() for a in args.presets for n in a.split(",") if n.strip())) or \
+        [p.name for p in presets().values() if p.standard]
+    if args.presets and not any(n.strip() for a in args.presets for n in a.split(",")):
+        raise LeakdemoError(f"bench: name the presets to time, or none for every standard one; got {args.presets[0]!r}")
     image_lists = listed(args.images, "--images") or [None]
     rows = []
     # every scenario resolved and checked before the first line: a bad setting (an unknown image, a device this
@@ -913,7 +918,7 @@ def main(argv=None) -> int:
     p.add_argument("--fresh", action="store_true", help="compute every run even when the run store holds it")
     p.add_argument("--out", metavar="FILE", help="also write the table (Markdown) here")
     p = sub.add_parser("bench", help="speed and fidelity table of the standard presets on this machine")
-    p.add_argument("presets", nargs="*", metavar="PRESET", help="the presets to time (default: every standard one)")
+    p.add_argument("presets", nargs="*", metavar="PRESET", help="the presets to time, as dlg idlg or dlg,idlg (default: every standard one)")
     p.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="override a parameter of every row (repeatable)")
     p.add_argument("--device", metavar="DEVICE[,DEVICE]",

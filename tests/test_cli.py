@@ -387,6 +387,20 @@ def test_bench_runs_the_cpu_rows_on_the_threads_asked(tmp_path):
     assert row["device"] == "cpu" and row["preset"] == "dlg"
 
 
+def test_bench_takes_presets_comma_separated_as_its_images_and_each_once(tmp_path):
+    """`bench dlg,idlg`, written as --images is, was refused as one unknown preset 'dlg,idlg' (did you mean idlg?);
+    `bench dlg dlg` timed dlg twice."""
+    out = str(tmp_path / "b.json")
+    r = cli("bench", "dlg,idlg", "dlg", "--set", "iterations=2", "--set", "image_size=16", "--json", out)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert [row["preset"] for row in json.load(open(out))] == ["dlg", "idlg"]
+    r = cli("bench", "dlg,nope")
+    assert r.returncode == 2 and r.stderr.startswith("error: preset: unknown preset 'nope'"), r.stderr
+    r = cli("bench", ",")
+    assert r.returncode == 2 and r.stderr.strip() == "error: bench: name the presets to time, or none for every " \
+        "standard one; got ','", r.stderr
+
+
 def test_bench_sets_each_row_what_it_takes_and_says_what_it_left_out():
     """`bench --set iterations=50` over the standard presets stopped on PLI's row ('does not apply'): PLI's rows
     run without it, said once. A name no row takes stays, to be refused as `run` refuses it."""
