@@ -33,6 +33,30 @@ class _Parser(argparse.ArgumentParser):
 NAMED_ALONE = ("--preset", "--sweep", "--scenario")  # flags a newcomer puts before what is named on its own
 
 
+def _spaced_list(extra: list[str], argv: list[str]) -> str | None:
+    """`--set images=coffee rocket`: the list as it should have been typed (--set images=coffee,rocket), or None;
+    `--vary lr=0.1, 1` likewise."""
+    for i, arg in enumerate(argv):
+        if i == 0 or arg not in extra or arg.startswith("-") or "=" in arg or arg in presets():
+            continue
+        flag, _, glued = argv[i - 1].partition("=")
+        if flag in ("--set", "--vary") and glued:  # --set=images=coffee rocket
+            option, pair = flag, glued
+        elif i >= 2 and argv[i - 2] in ("--set", "--vary"):  # --set images=coffee rocket
+            option, pair = argv[i - 2], argv[i - 1]
+        else:
+            continue
+        if "=" not in pair:
+            continue
+        words = [arg]
+        for more in argv[i + 1:]:
+            if more not in extra or more.startswith("-") or "=" in more:
+                break
+            words.append(more)
+        return f"{option} " + ",".join([pair.rstrip(","), *(w.strip(",") for w in words)])
+    return None
+
+
 def _unknown(extra: list[str], cmd: str, argv: list[str]) -> str:
     """argparse's message for arguments it does not know, plus the fix when one is a parameter's name:
     `run dlg --iterations 50` means `--set iterations=50`; `run dlg --set seed=1 iterations=50` means a second
@@ -67,6 +91,13 @@ def _unknown(extra: list[str], cmd: str, argv: list[str]) -> str:
             retyped.append(arg)
     if flag:
         return f"{message}; name it without {flag}: python -m leakdemo {shlex.join(retyped)}"
+    listed = _spaced_list(extra, argv)
+    if listed:
+        return f"{message}; a list is comma-separated, with no spaces: {listed}"
+    if cmd == "run" and any(a in presets() for a in extra):  # `run dlg idlg`
+        return f"{message}; run takes one preset at a time (`python -m leakdemo bench` times several)"
+    if cmd == "sweep" and any(a in presets() or a.startswith("sweep-") for a in extra):
+        return f"{message}; sweep takes one sweep or preset at a time"
     if bare:
         said = " or ".join(dict.fromkeys(bare))
         return f"{message}; each parameter takes its own {said}: python -m leakdemo {shlex.join(retyped)}"
@@ -325,6 +356,10 @@ def cmd_run(args) -> int:
     overrides = parse_sets(args.set)
     if args.device:
         overrides["device"] = args.device
+    several = [n.strip() for n in args.scenario.split(",")]
+    if len(several) > 1 and all(n in presets() for n in several):  # was: unknown preset 'dlg,idlg' (did you mean idlg?)
+        raise LeakdemoError(f"run: one preset at a time, got {args.scenario!r} (`python -m leakdemo bench "
+                            f"{args.scenario}` times several)")
     scenario = load(args.scenario, overrides)
     if scenario.warnings and device.runs_on_gpu(scenario["device"]) is None:  # a CPU's costs said unknowing:
         device.facts()  # torch asked (the run loads it anyway), so that they are not said where it has CUDA

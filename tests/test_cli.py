@@ -248,6 +248,26 @@ def test_a_second_parameter_after_one_set_gets_the_line_with_a_set_each():
         "error: unrecognized arguments: bogus=3 (see `python -m leakdemo run --help`)"  # no parameter: no fix offered
 
 
+@pytest.mark.parametrize("args, fix", [
+    (("run", "dlg", "--set", "images=coffee,", "rocket", "camera", "--set", "seed=1"),
+     "rocket camera; a list is comma-separated, with no spaces: --set images=coffee,rocket,camera ("),
+    (("sweep", "dlg", "--vary=lr=0.1,", "1"), "1; a list is comma-separated, with no spaces: --vary lr=0.1,1 ("),
+    (("run", "dlg", "idlg"), "idlg; run takes one preset at a time (`python -m leakdemo bench` times several) ("),
+    (("sweep", "sweep-dp-dlg", "sweep-prune-dlg"), "sweep-prune-dlg; sweep takes one sweep or preset at a time ("),
+])
+def test_a_list_typed_with_spaces_or_a_second_preset_gets_the_fix(args, fix):
+    """argparse's "unrecognized arguments: rocket" alone left the user to guess that a list takes no spaces, or that
+    run takes one preset."""
+    r = cli(*args)
+    assert r.returncode == 2 and r.stderr.startswith(f"error: unrecognized arguments: {fix}"), r.stderr
+
+
+def test_run_with_presets_comma_separated_is_pointed_at_bench():
+    r = cli("run", "dlg,idlg")  # was: unknown preset 'dlg,idlg' (did you mean idlg?)
+    assert r.returncode == 2 and r.stderr.strip() == "error: run: one preset at a time, got 'dlg,idlg' (`python -m " \
+        "leakdemo bench dlg,idlg` times several)", r.stderr
+
+
 def test_the_bare_command_prints_what_there_is_to_type():
     r = cli()
     assert r.returncode == 2 and "usage: python -m leakdemo [-h] [--version] COMMAND" in r.stdout, r.stdout + r.stderr
