@@ -633,7 +633,7 @@ def cmd_runs(args) -> int:
             psnr = ("-" if r["psnr"] is None else f"{r['psnr']:.1f} dB") if r["attack_accuracy"] is None \
                 else f"acc {r['attack_accuracy']:.2f}"  # PLI/TBI are judged by attack accuracy, not PSNR
             # when the picture came back (milestones.py): 'never', or '-' for a run judged by attack accuracy
-            back = "-" if r["attack_accuracy"] is not None else milestones.seconds_cell(r["to_30db_s"])
+            back = "-" if r["attack_accuracy"] is not None else milestones.seconds_cell(r["to_30db_s"], r["status"])
             changed = " ".join(f"{k}={value_text(v)}" for k, v in r["changes"].items())
             # the protocol: a PLI run on FedGEMS read as one on FedMD (what it changed leaves the switch out)
             names = " ".join(f"{r[k] or '-':<{wide[k]}}" for k in wide)

@@ -7,7 +7,8 @@ from __future__ import annotations
 RECOGNISABLE_DB = 20.0  # PSNR from which a reconstruction counts as recognisable
 RECOVERED_DB = 30.0  # ... and as recovered: the eye no longer tells it from the original
 RECOVERED_HELP = ("Seconds from the attack's first step until the picture reached 30 dB PSNR, where the eye no "
-                  "longer tells it from the original (set-up not counted); 'never' if it did not get there.")
+                  "longer tells it from the original (set-up not counted); 'never' if it did not get there, "
+                  "'not yet' if it was stopped before.")
 
 
 def reached(history: dict | None, db: float) -> tuple[float, int] | None:
@@ -68,16 +69,18 @@ def _images_over(metrics: dict, db: float) -> str | None:
 
 
 def recovered_after(history: dict | None, metrics: dict) -> str | None:
-    """A table's cell: '3.1 s', 'never' (judged by PSNR, did not get there), None (not judged by PSNR)."""
+    """A table's cell: '3.1 s', 'never' (judged by PSNR, did not get there), 'not yet' (stopped first), None
+    (not judged by PSNR)."""
     if not _timed(history, metrics):
         return None
     back = reached(history, RECOVERED_DB)
-    return seconds_cell(None if back is None else back[0])
+    return seconds_cell(None if back is None else back[0], metrics.get("status"))
 
 
-def seconds_cell(seconds: float | None) -> str:
-    """'3.1 s', or 'never' for a run that did not get there (`runs list` words its stored figures so too)."""
-    return "never" if seconds is None else f"{seconds:.1f} s"
+def seconds_cell(seconds: float | None, status: str | None = None) -> str:
+    """'3.1 s', or 'never' for a run that did not get there (`runs list` words its stored figures so too) —
+    'not yet' for one stopped first: a run stopped at 29.5 dB read 'never', as if the attack had failed."""
+    return f"{seconds:.1f} s" if seconds is not None else "not yet" if status == "stopped" else "never"
 
 
 def figures(history: dict | None, metrics: dict) -> dict:

@@ -118,6 +118,7 @@ def test_a_run_says_when_its_picture_came_back():
     assert milestones.sentence(noise, {}, True) == "It never became recognisable: the PSNR stayed below 20 dB."
     assert milestones.sentence(noise, {}, False).startswith("Not yet recognisable")
     assert milestones.recovered_after(noise, {}) == "never"
+    assert milestones.recovered_after(half, {"status": "stopped"}) == "not yet"  # Compare's cell, as the sentence
     # a batch: the history is its mean PSNR, and a photo or two plainly back must not read as 'never'
     two_back = {"psnr_per_image": [23.8, 22.3, 16.0, 14.8]}
     assert milestones.sentence(noise, two_back, True) == \

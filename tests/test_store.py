@@ -275,15 +275,18 @@ def test_runs_list_says_when_each_picture_came_back(store_path):
     a defense that held, '-' for logit sharing (judged by attack accuracy); --json carries to_20db_s/to_30db_s."""
     store = RunStore(str(store_path))
     started, finished, frames = _synthetic_events(0)
-    for psnr, extra in (([12.0, 24.0, 35.0], {}), ([9.0, 11.0, 12.0], {}), ([9.0, 25.0, 40.0], {"attack_accuracy": 0.9})):
+    for psnr, extra in (([12.0, 24.0, 35.0], {}), ([9.0, 11.0, 12.0], {}), ([12.0, 24.0, 29.5], {"status": "stopped"}),
+                        ([9.0, 25.0, 40.0], {"attack_accuracy": 0.9})):
         finished.history = {"iteration": [0, 5, 10], "seconds": [0.0, 1.25, 2.5], "psnr": psnr}
-        finished.metrics = {**finished.metrics, "psnr": psnr[-1], **extra}
+        finished.metrics = {**finished.metrics, "psnr": psnr[-1], "status": "finished", **extra}
+        finished.status = finished.metrics["status"]
         store.record(f"key-{psnr[-1]}", "test", {"params": {"attack": "dlg"}}, started, finished, frames)
     listed = _cli("runs", "list")
     assert listed.returncode == 0, listed.stderr
     header, *lines = listed.stdout.splitlines()[1:]
     end = header.index("to 30 dB") + len("to 30 dB")  # the column is right-aligned under its heading
-    assert [line[end - 9:end].strip() for line in lines] == ["-", "never", "2.5 s"], listed.stdout  # newest first
+    # newest first; a run stopped at 29.5 dB is not yet back, not "never" as if the attack had failed
+    assert [line[end - 9:end].strip() for line in lines] == ["-", "not yet", "never", "2.5 s"], listed.stdout
     rows = {r["id"]: r for r in json.loads(_cli("runs", "list", "--json").stdout)}
     assert (rows[1]["to_20db_s"], rows[1]["to_30db_s"]) == (1.25, 2.5) and rows[2]["to_30db_s"] is None
     assert "to_30db_s" not in store.runs()[0]  # only where they are shown (Compare's picker reads 200 runs)
