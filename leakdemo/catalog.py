@@ -722,6 +722,58 @@ def model_cost(p) -> str | None:
             "a CPU: " + (" or ".join(remedies) if remedies else "a smaller model_width and image_size"))
 
 
+# one CAFE iteration on 2 CPU cores: VFL_STEP_S + seconds per 10⁹ multiply-adds of its batch's forward pass (measured,
+# batch 40 unless named: slim 16 px 0.021 s, 64 px 0.194, 96 px 0.50, 128 px 0.78, width 128 0.047, batch 1000 0.26;
+# CAFE's net 16 px 0.062, 64 px 0.54; fc 128 px 0.21). A defense on every upload costs half as much again (prune,
+# 128 px: 1.19 s), and the training-loss check after the attack as much as VFL_CHECK_ITERATIONS more iterations
+# (128 px: 50 s; 124 s with a defense, whose check trains twice)
+VFL_STEP_S = 0.009
+VFL_GMAC_SECONDS = {"slim": 0.87, "cafe": 0.16, "fc": 1.7}
+VFL_CHECK_ITERATIONS = (60, 100)  # undefended, defended
+
+
+def vfl_cost(p) -> str | None:
+    """Said before a CAFE run that would take more than SLOW_RUN_S on 2 CPU cores — image_size=128 showed its
+    frames at 0.8 s each and finished after about 27 minutes, with no word before — with the largest image_size
+    and the most iterations that fit (settings.vfl_forward_macs counts without torch)."""
+    if p.get("protocol") != "vfl" or p.get("attack") != "cafe":
+        return None
+    defended = p.get("defense", "none") != "none"
+
+    def cost(**change) -> tuple[float, float]:
+        q = {**p, **change}
+        step = (VFL_STEP_S + VFL_GMAC_SECONDS[q["worker_model"]] * settings.vfl_forward_macs(q) * q["batch_size"]
+                / 1e9) * (1.5 if defended else 1)
+        return step, step * (q["iterations"] + VFL_CHECK_ITERATIONS[defended])
+    step, total = cost()
+    if total < SLOW_RUN_S:
+        return None
+    rows, cols = settings.tile_grid(p["workers"])
+    smaller = max((s for s in range(4, p["image_size"]) if s % rows == 0 and s % cols == 0 and s // max(rows, cols) >= 2
+                   and cost(image_size=s)[1] < SLOW_RUN_S), default=None)
+    fewer = _two_digits_down(int(SLOW_RUN_S / step) - VFL_CHECK_ITERATIONS[defended])  # 690, not 696
+    remedies = ([f"image_size ≤ {smaller}"] if smaller else []) + ([f"iterations ≤ {fewer}"] if fewer >= 1 else []) + (
+        ["worker_model=slim"] if p["worker_model"] != "slim" and cost(worker_model="slim")[1] < SLOW_RUN_S else [])
+    each = f"{step * 1000:.0f} ms" if step < 0.1 else f"{step:.1f} s"
+    return (f"A slow setting for a CPU: each CAFE iteration, on a batch of {plural(p['batch_size'], 'image')} of "
+            f"{p['image_size']} px, takes about {each} on 2 CPU cores, so "
+            f"{plural(p['iterations'], 'iteration')} and the training-loss check after them take about "
+            f"{_about(total)}. Built for a GPU; under {SLOW_RUN_S // 60} minutes on a CPU: "
+            + (" or ".join(remedies) if remedies else "a smaller image_size, batch_size and iterations"))
+
+
+def _two_digits_down(n: int) -> int:
+    """n rounded down to two significant digits: 28027 → 28000, 696 → 690, 45 → 45."""
+    unit = 10 ** max(0, len(str(max(n, 1))) - 2)
+    return n // unit * unit
+
+
+def _about(seconds: float) -> str:
+    """'45 s', '27 min', '2 h'."""
+    figure, unit = _duration(seconds)
+    return f"{figure} {unit}"
+
+
 def _objective_cost(p) -> tuple[float, int, bool, int] | None:
     """One evaluation of an image attack's objective in 10⁹ multiply-adds of the model's forward passes, the
     evaluations in the run, whether it is L-BFGS's (up to LBFGS_EVALUATIONS a step) and the passes an evaluation
@@ -755,7 +807,7 @@ def cost_warnings(p) -> list[str]:
     that is not yet known (a GPU server's first page, before its workers report)."""
     if device.runs_on_gpu(p.get("device", "auto")):
         return []
-    large = model_cost(p)
+    large = model_cost(p) or vfl_cost(p)
     if large:
         return [large]
     k = p.get("trials", 1)

@@ -209,6 +209,23 @@ MAX_LOCAL_IMAGES = 64  # the private data set: enough for a demo, small enough t
 LOCAL_DATA = "rounds_per_epoch × local_steps × batch_size"
 
 
+def vfl_forward_macs(p: dict) -> int:
+    """Multiply-adds of one image's forward pass through every worker's bottom model and the server's top model
+    (protocols/vfl.py), counted without torch; tests/test_vfl.py checks it against torch's FlopCounterMode."""
+    rows, cols = tile_grid(p["workers"])
+    th, tw = p["image_size"] // rows, p["image_size"] // cols
+    width, fc, classes, kind = p["model_width"] or 16, p["fc_width"], p["num_classes"], p["worker_model"]
+    if kind == "fc":
+        one = 3 * th * tw * fc
+    elif kind == "slim":  # conv 3×3, 2×2 average pooling, then the first FC layer
+        one = 3 * width * 9 * th * tw + width * (th // 2) * (tw // 2) * fc
+    else:  # the CAFE authors' net: conv(64), pool, conv(128), pool (ceil mode), FC, FC(64)
+        h2, w2 = math.ceil(th / 2), math.ceil(tw / 2)
+        one = 3 * 64 * 9 * th * tw + 64 * 128 * 9 * h2 * w2 + 128 * math.ceil(h2 / 2) * math.ceil(w2 / 2) * fc + fc * 64
+    head = 64 * classes if kind == "cafe" else fc * classes
+    return p["workers"] * (one + head) + p["workers"] * classes * classes
+
+
 def local_images(p: dict) -> int:
     return p["rounds_per_epoch"] * p["local_steps"] * p["batch_size"]
 

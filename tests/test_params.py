@@ -328,6 +328,37 @@ def test_the_torch_free_cost_of_a_pass_is_what_torch_counts_for_every_model():
     assert forward_macs({**p, "protocol": "vfl"}) is None  # CAFE's workers have models of their own
 
 
+def test_the_torch_free_cost_of_a_vertical_fl_pass_is_what_torch_counts():
+    """settings.vfl_forward_macs (every worker's bottom model and the top model) against FlopCounterMode."""
+    import itertools
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from leakdemo.protocols.vfl import VerticalModel
+    from leakdemo.settings import WORKER_MODELS, vfl_forward_macs
+    for kind, workers, size, width in itertools.product(WORKER_MODELS, (1, 2, 4, 6), (12, 16, 30), (0, 8)):
+        p = {"worker_model": kind, "workers": workers, "image_size": size, "model_width": width, "fc_width": 20,
+             "num_classes": 7}
+        with FlopCounterMode(display=False) as counted:
+            VerticalModel(p)(torch.zeros(1, 3, size, size))
+        assert vfl_forward_macs(p) == counted.get_total_flops() // 2, p
+
+
+def test_a_cafe_run_too_slow_for_a_cpu_is_said_before_it_with_what_fits():
+    """`cafe` at image_size=128 drew a frame every 0.8 s and finished after about 27 minutes on 2 cores, with no
+    word before it (the model-size warning counts only FedSGD's and FedAvg's models)."""
+    def said(preset="cafe", **overrides):
+        return " ".join(w for w in from_preset(preset, {"device": "cpu", **overrides}).warnings
+                        if w.startswith("A slow setting"))
+    assert not any(said(name) for name in presets() if name.startswith("cafe"))
+    big = said(image_size=128)
+    assert "each CAFE iteration, on a batch of 40 images of 128 px, takes about 0.8 s on 2 CPU cores, so 2000 " \
+           "iterations and the training-loss check after them take about 27 min" in big, big
+    assert big.endswith("under 10 minutes on a CPU: image_size ≤ 76 or iterations ≤ 690"), big
+    assert not said(image_size=76) and not said(image_size=128, iterations=690)
+    assert said(iterations=100000).endswith("iterations ≤ 28000")  # 21 ms each at 16 px
+    assert said(worker_model="cafe", image_size=64).endswith("or worker_model=slim")
+
+
 def test_a_model_too_large_for_a_cpu_is_said_before_the_run_with_what_fits():
     def said(preset, **overrides):
         return " ".join(w for w in from_preset(preset, {"device": "cpu", **overrides}).warnings
