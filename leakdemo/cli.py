@@ -147,12 +147,18 @@ def cmd_list(args) -> int:
     d["sweeps"] = [{"name": w.name, "title": w.title, "description": w.description, "base": w.base, "set": w.set,
                     "vary": w.vary, "seeds": w.seeds} for w in sweeps().values()]
     widths = _list_widths(d)
-    if args.what is not None:
-        d = _list_only(d, args.what)
+    # several, as `bench` takes presets (`list presets sweeps`, `list dlg,idlg`): argparse refused the second
+    asked = list(dict.fromkeys(w.strip() for a in args.what for w in a.split(",") if w.strip()))
+    if args.what and not asked:
+        raise LeakdemoError(f"list: name a section or a name, or none for the whole catalog; got {args.what[0]!r}")
+    if asked:
+        parts = [_list_only(d, w) for w in asked]
+        d = {section: list({c.get("name", id(c)): c for part in parts for c in part.get(section, [])}.values())
+             for section in SECTIONS if any(section in part for part in parts)}
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
-    _print_catalog(d, *widths, whole=args.what in SECTIONS or args.what is None)
+    _print_catalog(d, *widths, whole=not asked or all(w in SECTIONS for w in asked))
     return 0
 
 
@@ -894,8 +900,8 @@ def main(argv=None) -> int:
                     help="print leakdemo's, torch's and Python's versions (what a bug report needs) and exit")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
     p = sub.add_parser("list", help="protocols, attacks, defenses, presets and their parameters")
-    p.add_argument("what", nargs="?", metavar="SECTION_OR_NAME",
-                   help=f"only one section ({', '.join(SECTIONS)}), or one name in full: a protocol, attack, "
+    p.add_argument("what", nargs="*", metavar="SECTION_OR_NAME",
+                   help=f"only these sections ({', '.join(SECTIONS)}), or names in full: a protocol, attack, "
                         "defense, preset or sweep (cafe: the attack, and the preset with its settings)")
     p.add_argument("--json", action="store_true", help="print the catalog as JSON")
     p = sub.add_parser("run", help="run a preset or a scenario.json")

@@ -55,6 +55,19 @@ def test_list_takes_one_section_or_one_name():
                                                      "names (did you mean attacks?); sections: protocols, ")
 
 
+def test_list_takes_several_sections_or_names():
+    """`list presets sweeps` was refused ("unrecognized arguments: sweeps"); several, spaced or comma-separated as
+    `bench` takes presets, list each once, in the catalog's order."""
+    both = cli("list", "sweeps", "presets")
+    assert both.returncode == 0, both.stderr
+    assert both.stdout.startswith("PRESETS\n") and "\nSWEEPS (python -m leakdemo sweep NAME)\n" in both.stdout
+    assert cli("list", "presets,sweeps", "presets").stdout == both.stdout
+    named = json.loads(cli("list", "dlg,prune", "--json").stdout)
+    assert [c["name"] for c in named["attacks"]] == ["dlg"] and [c["name"] for c in named["defenses"]] == ["prune"]
+    r = cli("list", ",")
+    assert r.returncode == 2 and r.stderr.startswith("error: list: name a section or a name"), r.stderr
+
+
 def make_run(port) -> subprocess.CompletedProcess:
     """`make run` as the README gives it, with this interpreter and without (re)building .venv."""
     return subprocess.run(["make", "-s", "-o", ".venv/.installed", "run", f"PORT={port}", f"PY={sys.executable}"],
