@@ -33,6 +33,11 @@ class _Parser(argparse.ArgumentParser):
 NAMED_ALONE = ("--preset", "--sweep", "--scenario")  # flags a newcomer puts before what is named on its own
 
 
+def each_once(words: list[str]) -> list[str]:
+    """Names given spaced or comma-separated (`dlg idlg`, `dlg,idlg`), each once, in their order."""
+    return list(dict.fromkeys(w.strip() for a in words for w in a.split(",") if w.strip()))
+
+
 def _spaced_list(extra: list[str], argv: list[str]) -> str | None:
     """`--set images=coffee rocket`: the list as it should have been typed (--set images=coffee,rocket), or None;
     `--vary lr=0.1, 1` likewise."""
@@ -148,7 +153,7 @@ def cmd_list(args) -> int:
                     "vary": w.vary, "seeds": w.seeds} for w in sweeps().values()]
     widths = _list_widths(d)
     # several, as `bench` takes presets (`list presets sweeps`, `list dlg,idlg`): argparse refused the second
-    asked = list(dict.fromkeys(w.strip() for a in args.what for w in a.split(",") if w.strip()))
+    asked = each_once(args.what)
     if args.what and not asked:
         raise LeakdemoError(f"list: name a section or a name, or none for the whole catalog; got {args.what[0]!r}")
     if asked:
@@ -504,9 +509,8 @@ def cmd_bench(args) -> int:
         raise LeakdemoError(f"--cpu-threads: must be an integer in [1, 256], got {args.cpu_threads}")
     # `bench dlg,idlg` as --images is written was one unknown preset 'dlg,idlg'; `bench dlg dlg` ran dlg twice
     # and took the two for one row's medians
-    names = list(dict.fromkeys(n.strip() for a in args.presets for n in a.split(",") if n.strip())) or \
-        [p.name for p in presets().values() if p.standard]
-    if args.presets and not any(n.strip() for a in args.presets for n in a.split(",")):
+    names = each_once(args.presets) or [p.name for p in presets().values() if p.standard]
+    if args.presets and not each_once(args.presets):
         raise LeakdemoError(f"bench: name the presets to time, or none for every standard one; got {args.presets[0]!r}")
     image_lists = listed(args.images, "--images") or [None]
     rows = []

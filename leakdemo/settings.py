@@ -211,7 +211,7 @@ LOCAL_DATA = "rounds_per_epoch × local_steps × batch_size"
 
 def vfl_forward_macs(p: dict) -> int:
     """Multiply-adds of one image's forward pass through every worker's bottom model and the server's top model
-    (protocols/vfl.py), counted without torch; tests/test_vfl.py checks it against torch's FlopCounterMode."""
+    (protocols/vfl.py), counted without torch; tests/test_params.py checks it against torch's FlopCounterMode."""
     rows, cols = tile_grid(p["workers"])
     th, tw = p["image_size"] // rows, p["image_size"] // cols
     width, fc, classes, kind = p["model_width"] or 16, p["fc_width"], p["num_classes"], p["worker_model"]
