@@ -99,15 +99,15 @@ def _unknown(extra: list[str], cmd: str, argv: list[str]) -> str:
     listed = _spaced_list(extra, argv)
     if listed:
         return f"{message}; a list is comma-separated, with no spaces: {listed}"
-    if cmd == "run" and any(a in presets() for a in extra):  # `run dlg idlg`
-        return f"{message}; run takes one preset at a time (`python -m leakdemo bench` times several)"
-    if cmd == "sweep" and any(a in presets() or a.startswith("sweep-") for a in extra):
-        return f"{message}; sweep takes one sweep or preset at a time"
     if bare:
         said = " or ".join(dict.fromkeys(bare))
         return f"{message}; each parameter takes its own {said}: python -m leakdemo {shlex.join(retyped)}"
     if sets:
         return f"{message}; parameters are set with --set {sets[0]}"
+    if cmd == "run" and any(a in presets() for a in extra):  # `run dlg idlg`
+        return f"{message}; run takes one preset at a time (`python -m leakdemo bench` times several)"
+    if cmd == "sweep" and any(a in presets() or a.startswith("sweep-") for a in extra):
+        return f"{message}; sweep takes one sweep or preset at a time"
     return message
 
 
