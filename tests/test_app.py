@@ -703,8 +703,9 @@ def test_the_set_up_says_what_it_waits_for(preset, over, says):
     assert not at.exception and says in text and text.endswith("… · 30 s"), text
 
 
-def _finished_page(over: dict):
-    """The Lab's run view for a real, finished DLG run (a few steps on a 16-px photo)."""
+def _finished_page(over: dict, artifacts: dict | None = None, settling: bool = False):
+    """The Lab's run view for a real, finished DLG run (a few steps on a 16-px photo); with `artifacts`, its files
+    ready, drawn by a tick that hands over to a full rerun (`settling`) or by the run that settles the page."""
     from leakdemo.dashboard.lab import run_view
     from leakdemo.dashboard.pool import RunHandle
     from leakdemo.events import Finished, Progress, Started
@@ -719,7 +720,24 @@ def _finished_page(over: dict):
             h.latest = ev
         elif isinstance(ev, Finished):
             h.finished = ev
-    run_view(h)
+    h.artifacts = artifacts or {}
+    run_view(h, settling)
+
+
+def test_the_downloads_appear_only_once_the_page_has_settled():
+    """The tick that first saw a run's files drew their buttons and asked for a full rerun in the same breath;
+    a button pressed in that moment could name a file the rerun revoked (or meet a button being replaced): nothing
+    downloaded (the browser test's scenario.json, twice in the suite's runs). Now that tick says the files are
+    coming, and the full run draws the buttons, which nothing redraws until the page changes again."""
+    def buttons(settling):
+        files = {"scenario.json": b"{}", "metrics.json": b"{}"}
+        at = AppTest.from_function(_finished_page, args=({}, files, settling), default_timeout=60).run()
+        assert not at.exception, at.exception
+        return [b.proto.label for b in at.get("download_button")], [c.value for c in at.caption]
+    labels, captions = buttons(True)
+    assert labels == [] and "Preparing the downloads…" in captions, (labels, captions)
+    labels, captions = buttons(False)
+    assert labels == ["scenario.json", "metrics.json"] and "Preparing the downloads…" not in captions
 
 
 def test_a_defended_run_says_its_formal_privacy_under_its_figures():

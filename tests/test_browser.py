@@ -64,6 +64,26 @@ def new_page(browser, tab: str, size=(1600, 1000)):
     return page
 
 
+def downloaded(page, name: str) -> str:
+    """The text of the file the Lab's download button `name` hands over when clicked once, as a user would.
+    Failing, it says what the page showed meanwhile: Streamlit's error under the button (for 5 s), or nothing."""
+    button = page.get_by_role("button", name=name)
+    button.wait_for(timeout=30_000)
+    got, shown = [], set()
+    page.once("download", lambda d: got.append(d))
+    button.click()
+    deadline = time.time() + 30
+    while not got and time.time() < deadline:
+        shown.update(page.locator('[data-testid="stDownloadButtonError"]').all_inner_texts())
+        page.wait_for_timeout(250)
+    if not got:
+        engine = re.search(r"Engine: [^\n]*", page.inner_text("body"))
+        raise AssertionError(f"clicking {name} downloaded nothing in 30 s; under it: {sorted(shown)}; "
+                             f"{engine and engine.group(0)}")
+    with open(got[0].path(), encoding="utf-8") as fh:
+        return fh.read()
+
+
 DRAWN_SIZE = """i => { const r = i.getBoundingClientRect(),
     s = Math.min(r.width / i.naturalWidth, r.height / i.naturalHeight);
     return [i.naturalWidth * s, i.naturalHeight * s]; }"""  # what an <img> with object-fit: contain paints
@@ -125,10 +145,7 @@ def test_full_run_streams_frames_and_finishes_above_30_db(server, browser):
     assert left2 > left1 + width1 and abs(top1 - top2) <= 1  # a wide screen keeps the two charts side by side
     assert abs(width1 - width2) <= 1, (width1, width2)  # in one plot frame
     assert "preset=dlg" in page.url and "seed=1" in page.url  # coffee is the preset's own image: not repeated
-    page.get_by_role("button", name="scenario.json").wait_for(timeout=30_000)
-    with page.expect_download(timeout=30_000) as download:  # handed over when clicked (deferred data)
-        page.get_by_role("button", name="scenario.json").click()
-    scenario = json.loads(open(download.value.path(), encoding="utf-8").read())
+    scenario = json.loads(downloaded(page, "scenario.json"))  # handed over when clicked (deferred data)
     assert scenario["params"]["attack"] == "dlg" and scenario["params"]["seed"] == 1
     page.screenshot(path=os.path.join(os.environ.get("LEAKDEMO_SHOTS", "/tmp"), "lab-finished.png"), full_page=True)
     assert_no_traceback(page)
@@ -162,21 +179,19 @@ def test_upload_runs_on_the_users_image(server, browser, tmp_path):
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files([str(path), str(bad)])
     page.get_by_text("broken.png: not a readable image").wait_for(timeout=30_000)
     # the uploads replace the built-in photos: their box greys, and says so (it still read "coffee" as if in play)
-    assert photos.locator("input").is_disabled()
+    expect(photos.locator("input")).to_be_disabled(timeout=30_000)
     assert not page.get_by_text("photos uploaded; the run takes the first", exact=False).is_visible()  # one for one
     # a link holds settings, not photos: the line said the link reproduced the run
-    assert page.get_by_text("1 private image (your upload), 16×16 px, seed 0. The link in the address bar keeps "
-                            "these settings, not your photos.", exact=False).is_visible()
+    expect(page.get_by_text("1 private image (your upload), 16×16 px, seed 0. The link in the address bar keeps "
+                            "these settings, not your photos.", exact=False)).to_be_visible(timeout=30_000)
     page.get_by_role("button", name="Run attack").click()
     page.get_by_text("Finished", exact=False).first.wait_for(timeout=120_000)
     assert "mine.png" in page.inner_text("body")
     assert "Showing the run last started" not in page.inner_text("body")  # the uploads it shows are the ones that ran
-    page.get_by_role("button", name="scenario.json").wait_for(timeout=30_000)
-    with page.expect_download(timeout=30_000) as download:  # its file names the photos it cannot hold
-        page.get_by_role("button", name="scenario.json").click()
-    assert json.loads(open(download.value.path(), encoding="utf-8").read())["uploads"] == ["mine.png"]
+    # its file names the photos it cannot hold
+    assert json.loads(downloaded(page, "scenario.json"))["uploads"] == ["mine.png"]
     # never kept in the run store, whose runs every browser on the server can replay on Compare
-    assert page.get_by_text("Runs on your uploaded photos are not kept in the run store", exact=False).is_visible()
+    expect(page.get_by_text("Runs on your uploaded photos are not kept in the run store", exact=False)).to_be_visible()
     assert page.get_by_role("link", name="Compare it", exact=False).count() == 0
     # two photos for a batch of one: the run took the first and said nothing of the other
     second = tmp_path / "yours.png"
@@ -193,13 +208,13 @@ def test_upload_runs_on_the_users_image(server, browser, tmp_path):
     nav.get_by_role("link", name="Attack Lab").click()
     kept = page.get_by_text(re.compile(r"Still using your [34] photos uploaded earlier: mine\.png, "))
     kept.wait_for(timeout=30_000)
-    assert photos.locator("input").is_disabled()
+    expect(photos.locator("input")).to_be_disabled(timeout=30_000)
     page.get_by_role("button", name="Run attack").click()
     page.get_by_text("Finished", exact=False).first.wait_for(timeout=120_000)
     assert "mine.png" in page.inner_text("body")
     page.get_by_role("button", name="Forget them").click()
     kept.wait_for(state="detached", timeout=30_000)
-    assert photos.locator("input").is_enabled()
+    expect(photos.locator("input")).to_be_enabled(timeout=30_000)
     # emptied by hand, the box forgets them at once: nothing is kept for a later visit
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').first.set_input_files([str(path)])
     expect(photos.locator("input")).to_be_disabled(timeout=30_000)
@@ -578,27 +593,32 @@ def test_a_closed_tab_frees_its_worker_for_the_next_in_line(browser):
 
 
 def test_a_slow_tab_on_a_fresh_server_keeps_its_link_s_settings(browser):
-    """A tab that draws its sidebar late — its CPU slowed 20× here; a busy laptop, or 12 tabs on 2 cores in the
+    """A tab that draws its sidebar late — its CPU slowed 10× here; a busy laptop, or 12 tabs on 2 cores in the
     classroom test (1 round in 5) — lost every setting of its link: the fresh server's first page is followed by
     a full run as its workers warm, and a sidebar widget first drawn from that run mounted at its own default
     (the link's values reached the browser only with the run before). It showed preset `agic` (the first
     option), then ran that or, with the classroom's click, DLG for 1 iteration at 8 px. Each widget's default
     is now the value the session holds (dashboard.shared.held). Two workers: with one, the engine settles
-    before the page's first run ends and no full run follows it (this test then passed on the old code too)."""
+    before the page's first run ends and no full run follows it (this test then passed on the old code too).
+    10× fails the old code as 20× did (3 of 3; 6×: 1 of 3) in half the time: at 20× the tab took up to 170 s to draw
+    its button after the classroom test, and once in the suite more than 300 s."""
     proc, url = start_server(workers=2)
     try:
         page = new_page(browser, "slow-tab", (1280, 800))
         cdp = page.context.new_cdp_session(page)
-        cdp.send("Emulation.setCPUThrottlingRate", {"rate": 20})
+        cdp.send("Emulation.setCPUThrottlingRate", {"rate": 10})
         page.goto(f"{url}/?preset=dlg&iterations=15&image_size=16&seed=3")
         # asked from here, one query at a time: Playwright's own wait polls inside the page on animation frames,
         # which this throttled tab, beside workers compiling ahead, stopped giving (CI: the page drawn in ~20 s,
-        # the wait for its button timed out after 300 s). Alone it draws the button in 24–53 s on 2 cores.
+        # the wait for its button timed out after 300 s). It draws the button in ~25 s on 2 cores at 10×.
         button = page.get_by_role("button", name="Run attack")
         deadline = time.time() + 300
         while not button.is_visible():
-            assert time.time() < deadline, "the slowed tab never drew its Run button"
+            if time.time() > deadline:
+                raise AssertionError("the slowed tab never drew its Run button; it showed: "
+                                     + page.inner_text("body")[:600])
             time.sleep(1)
+        print(f"\nthe slowed tab drew its Run button after {time.time() - deadline + 300:.0f} s")
         deadline = time.time() + 120
         while not re.search(r"Engine: 2 of 2 workers ready", page.inner_text("body")) and time.time() < deadline:
             page.wait_for_timeout(1000)

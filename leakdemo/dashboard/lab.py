@@ -616,8 +616,13 @@ def _figures(fin, latest, started) -> None:
         cols[2].metric("Loss", three_digits(latest.loss) if latest.loss is not None else "—")
 
 
-def run_view(handle) -> None:
-    """One run as it stands: progress, the images, the metrics and, once finished, the downloads."""
+def run_view(handle, settling: bool = False) -> None:
+    """One run as it stands: progress, the images, the metrics and, once finished, the downloads.
+
+    `settling`: this draw hands over to a full rerun at once (the run panel's `redraw_page`), which draws the
+    downloads instead. Drawn here too, a button could be pressed under the redraw that follows at once — its click
+    naming a file the rerun revokes (Streamlit registers a deferred file anew each time it draws the button), or
+    meeting a button being replaced — and nothing downloaded (the browser test, twice in the suite's runs)."""
     with handle.lock:
         status, started, latest, fin, error = handle.status, handle.started, handle.latest, handle.finished, handle.error
         since = handle.since_latest()
@@ -682,7 +687,7 @@ def run_view(handle) -> None:
         st.caption(f":material/lock: **Formal privacy:** {guarantee}")
     if handle.done and handle.artifacts.get("error"):
         st.caption(handle.artifacts["error"])
-    elif handle.done and handle.artifacts:
+    elif handle.done and handle.artifacts and not settling:
         st.markdown("**Downloads**")
         row = st.container(horizontal=True)  # buttons as wide as their names, wrapping: no "scenario.j…" at 1024 px
         for name in handle.artifacts:  # the files `run --out` writes, under the same names
@@ -692,7 +697,7 @@ def run_view(handle) -> None:
             row.download_button(name, lambda blob=handle.artifacts[name]: blob, file_name=name, mime=mime,
                                 key=f"dl_{name}", on_click="ignore")
         _compare_link(handle)
-    elif handle.done and fin is not None:
+    elif handle.done and (fin is not None or handle.artifacts):
         st.caption("Preparing the downloads…")
 
 
@@ -953,6 +958,7 @@ def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: st
     late tick of the old timer is ignored instead of costing the page its new one."""
     undo_stale_echoes()  # a tick's old sidebar values, set aside before anything reads them
     handle = st.session_state.get("handle")
+    settling = False  # this draw hands over to a full rerun (run_view's word)
     if scenario is not None:  # under Run and Stop, which stay put as the card folds (above, they jumped up
         for w in scenario.warnings:  # ~300 px from under the pointer that had just pressed Run)
             st.warning(w, icon=":material/warning:")
@@ -966,7 +972,9 @@ def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: st
                                   dict(scenario.params), list(uploaded))
             if line:
                 st.caption(":material/history: " + line)
-        run_view(handle.poll())
+        settling = redraw_page(handle.poll(), pace, drawn_with, engine, stop_enabled)
+        run_view(handle, settling)
         chart_panel(handle)
-    if redraw_page(handle, pace, drawn_with, engine, stop_enabled):
+    # asked again after drawing: a state that changed meanwhile is drawn by the rerun, not a tick later
+    if settling or redraw_page(handle, pace, drawn_with, engine, stop_enabled):
         st.rerun()  # one full rerun sets the new pace (and stops the timer once the run is complete)
