@@ -825,7 +825,7 @@ def main() -> None:
     pace = _pace(handle)
     run_buttons(scenario, problem, uploads)
     polled(run_panel, pace)(scenario, problem, pace, handle, engine_line(run_pool()), _stoppable(handle),
-                            tuple(n for n, _ in uploads or []))
+                            tuple(n for n, _ in uploads or []), _files_ready(handle))
 
 
 def engine_line(pool) -> str:
@@ -864,6 +864,11 @@ def redraw_page(handle, pace: float | None, drawn_with, engine: str | None = Non
     return (_pace(handle) != pace or handle is not drawn_with
             or (engine is not None and engine_line(run_pool()) != engine)
             or (stop_enabled is not None and stop_enabled != _stoppable(handle)))
+
+
+def _files_ready(handle) -> bool:
+    """A finished run's files are ready: the full run that sees it draws their download buttons."""
+    return handle is not None and handle.done and bool(handle.artifacts)
 
 
 def _stoppable(handle) -> bool:
@@ -945,7 +950,7 @@ def shown_run_line(shown: dict, shown_files: list[str], now: dict, now_files: li
 
 
 def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: str | None = None,
-              stop_enabled: bool | None = None, uploaded: tuple[str, ...] = ()) -> None:
+              stop_enabled: bool | None = None, uploaded: tuple[str, ...] = (), files_drawn: bool = False) -> None:
     """The run itself, under Run and Stop: one fragment, the page's one refresh mechanism.
 
     The fragment's timer is set by the full run that draws it, at the pace the run's state needs. When
@@ -955,7 +960,9 @@ def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: st
     (that rerun also greys Stop again).
     There is one fragment and one timer: nothing else races it (two fragments and a rerun from one of them
     blanked a busy classroom's tabs). Each full run gives it a new fragment id (`shared.polled`), so that a
-    late tick of the old timer is ignored instead of costing the page its new one."""
+    late tick of the old timer is ignored instead of costing the page its new one.
+    `files_drawn`: the full run drew the run's download buttons; a tick that hands over to a full rerun draws
+    them too (they stay put), where it would otherwise be the first to (run_view's `settling`)."""
     undo_stale_echoes()  # a tick's old sidebar values, set aside before anything reads them
     handle = st.session_state.get("handle")
     settling = False  # this draw hands over to a full rerun (run_view's word)
@@ -973,7 +980,7 @@ def run_panel(scenario, problem, pace: float | None, drawn_with=None, engine: st
             if line:
                 st.caption(":material/history: " + line)
         settling = redraw_page(handle.poll(), pace, drawn_with, engine, stop_enabled)
-        run_view(handle, settling)
+        run_view(handle, settling and not files_drawn)
         chart_panel(handle)
     # asked again after drawing: a state that changed meanwhile is drawn by the rerun, not a tick later
     if settling or redraw_page(handle, pace, drawn_with, engine, stop_enabled):
