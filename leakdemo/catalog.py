@@ -318,8 +318,8 @@ _INVERSION_PARAMS = (
 )
 
 
-def _adam_lr(paper: str) -> Param:
-    return Param("lr", "float", 0.1, "Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps)",
+def _adam_lr(paper: str, note: str = "") -> Param:
+    return Param("lr", "float", 0.1, f"Adam learning rate (divided by 10 at 3/8, 5/8 and 7/8 of the steps){note}",
                  low=1e-4, high=1.0, log=True, paper=paper, label="Learning rate")
 
 
@@ -413,7 +413,8 @@ ATTACKS = {
         "epochs and reconstructs them jointly.",
         params=(
             Param("iterations", "int", 1000, "Adam steps of the (joint) reconstruction", low=1, high=24000),
-            _adam_lr(AGIC_PAPER),
+            _adam_lr(AGIC_PAPER, "; with several epochs the joint reconstruction, which starts from the "
+                     "pre-reconstructions, starts at a tenth of it"),
             _tv_weight(1e-2, AGIC_PAPER, " ζ"),
             Param("beta", "float", 50.0, "ratio β of the last conv layer's weight to the first's (50 untrained, "
                   "2 trained; 1 = equal weights)", low=1.0, high=200.0, paper=AGIC_PAPER, label="Layer-weight ratio β"),
