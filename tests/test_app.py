@@ -984,6 +984,15 @@ def test_stop_greys_again_when_the_run_ends_even_at_an_unchanged_pace(monkeypatc
     assert not redraw_page(run, POLL_SECONDS, run, stop_enabled=False)  # and then left alone
 
 
+def test_a_finished_run_s_downloads_are_looked_for_at_the_running_pace():
+    """After "Finished" the worker builds the run's files; the panel ticked every 2 s (a queued run's pace) until
+    they came, so the download buttons came up to 2 s late — on a live demo's stage, a pause after every run."""
+    from leakdemo.dashboard import lab
+    from leakdemo.dashboard.pool import RunHandle
+    run = RunHandle(scenario=from_preset("dlg"), status="finished", seq=1)
+    assert not run.complete and lab._pace(run) == lab.POLL_SECONDS
+
+
 def test_the_engine_line_says_when_the_workers_are_ready_without_a_click(monkeypatch):
     """The sidebar's engine line was drawn once per full run: a fresh server's page said "starting the workers
     (a few seconds)…" until the user touched something. An idle panel now ticks until every worker is warm and
