@@ -719,7 +719,9 @@ def cmd_sweep(args) -> int:
         varies = args.vary or spec.vary
         seeds = args.seeds if args.seeds is not None else spec.seeds
         images = args.images if args.images is not None else spec.images
-        title = spec.title
+        # its own axes replaced: the title of what runs, not of the built-in's axes ("DLG against Gaussian noise
+        # ..., with and without clipping" headed a sweep of the learning rate)
+        title = None if args.vary else spec.title
     else:
         if not (args.scenario.endswith(".json") or os.path.sep in args.scenario) and args.scenario not in presets():
             # the preset's own message listed presets only, to someone who likely typed a sweep's name

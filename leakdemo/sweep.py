@@ -102,7 +102,12 @@ def parse_axis(text: str, base: Scenario, said_as: str = "--vary", two: str = "-
         if p.kind not in ("int", "float"):
             raise ParamError(name, f"a range needs a number parameter; give the values instead, e.g. "
                                    f"{name}={','.join(str(c) for c in (p.choices or ('true', 'false'))[:3])}")
-        rng, _, count = spec.partition(":")
+        rng, colon, count = spec.partition(":")
+        if not colon:  # "the number of points after ':' …, got ''" to someone who typed no ':'
+            raise ParamError(name, f"a range needs its number of points: {name}={rng}:N, N an integer in "
+                                   f"[2, {MAX_POINTS}]")
+        if "..." in rng:  # `1...2` read as 1.0..0.2: "low to high"
+            raise ParamError(name, f"a range is LOW..HIGH, with two dots, got {rng!r}")
         lo_text, _, hi_text = rng.partition("..")
         try:
             n = int(count)

@@ -52,6 +52,9 @@ def test_axes_follow_the_catalog():
     ("dp_sigma=1e-4..1:1", "dp_sigma: the number of points must be an integer in [2, 64], got 1"),
     ("dp_sigma=1e-4..1:65", "dp_sigma: the number of points must be an integer in [2, 64], got 65"),
     ("dp_sigma=1e-4..1:x", "dp_sigma: the number of points after ':' must be an integer in [2, 64]"),
+    # no ':' was told of "the number of points after ':'", and three dots of a range "from low to high" (1.0..0.2)
+    ("dp_sigma=1e-4..1", "dp_sigma: a range needs its number of points: dp_sigma=1e-4..1:N, N an integer in [2, 64]"),
+    ("dp_sigma=0.1...1:4", "dp_sigma: a range is LOW..HIGH, with two dots, got '0.1...1'"),
     # two parameters in one --vary: the second was read as the count ("got '6 dp_clip=0,4'"); each needs its own
     ("dp_sigma=1e-4..1:6 dp_clip=0,4", "--vary: one parameter per range, got a second (dp_clip) in "
                                        "'dp_sigma=1e-4..1:6 dp_clip=0,4'; give them as --vary dp_sigma=1e-4..1:6 --vary "
@@ -384,6 +387,15 @@ def test_a_sweep_title_says_a_defense_held_at_one_strength():
     assert sweep_title(dp, "dp_sigma", "dlg") == "DLG against Gaussian noise (DP-style) · preset dlg"  # strength swept
     assert sweep_title(dp, "batch_size", swept=("dp_sigma",)) == "DLG against batch size"  # swept too: not held
     assert sweep_title(from_preset("dlg").params, "lr") == "DLG, varying learning rate"  # no defense: as before
+
+
+def test_a_built_in_sweep_given_other_axes_is_titled_by_them(store_path):
+    # `sweep sweep-dp-dlg --vary lr=…` was headed "DLG against Gaussian noise on the gradient (FedSGD), with and
+    # without clipping": the built-in's title, over a sweep of the learning rate at one σ
+    r = cli("sweep", "sweep-dp-dlg", "--vary", "lr=0.1,1", "--set", "iterations=1", "--seeds", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith("DLG under Gaussian noise (noise σ = 0.01, clip norm off), varying learning rate · "
+                               "preset dlg: 3 points × 1 seed × 1 image = 3 runs"), r.stderr
 
 
 def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
