@@ -7,6 +7,7 @@ a component may give a shared parameter its own default.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import replace
 
 from . import device, settings
@@ -763,6 +764,67 @@ def vfl_cost(p) -> str | None:
             + (" or ".join(remedies) if remedies else "a smaller image_size, batch_size and iterations"))
 
 
+# what PLI's and TBI's runs cost on 2 CPU cores, fitted to 26 whole runs (seed 0; each logit-sharing knob at its
+# preset's value and at its largest, 2–150 s each) and within 25 % on 9 of 11 more (16 px runs: up to 1.8× high):
+# a fixed start, per training step of an inversion network (a batch of 16, all its copies), per 10⁹ multiply-adds
+# of those steps (forward and backward), per SSIM that Eq. 11 compares each epoch (32 px), per 10⁹ multiply-adds
+# of the federation's training
+LOGIT_START_S = 1.1
+INVERSION_STEP_S = 0.0051
+INVERSION_GMAC_S = 0.015
+CHOICE_SSIM_S = 0.00055
+FEDERATION_GMAC_S = 0.19
+
+
+def logit_run_seconds(p) -> tuple[float, float]:
+    """A PLI or TBI run's seconds on 2 CPU cores: the inversion networks' training (every round's epochs, TBI's
+    alongside where shown, Eq. 11's choice among several clients after each epoch), and the rest (the federation's
+    training before and between rounds, the start)."""
+    split, classes, k = settings.identity_split(p), settings.logit_classes(p), p["clients"]
+    size, width, epochs = p["image_size"], p["inversion_width"], p["rounds"] * p["inversion_epochs"]
+    paired, baseline = p["attack"] == "pli", p["attack"] == "tbi" or p.get("compare_tbi", False)
+    steps = (math.ceil(split["clean"] / 16) if paired else 0) + (math.ceil(split["public"] / 16) if baseline else 0)
+    macs = 3 * ((split["clean"] * k * settings.inverter_macs(2 * classes, size, width) if paired else 0)
+                + (split["public"] * settings.inverter_macs(classes, size, width) if baseline else 0))
+    choices = p["target_classes"] * k * (k - 1) / 2 * (size / 32) ** 2 if paired else 0
+    epoch = steps * INVERSION_STEP_S + macs / 1e9 * INVERSION_GMAC_S + choices * CHOICE_SSIM_S
+    client_epochs = p["local_epochs"] + p["rounds"] * settings.ROUND_EPOCHS[p["protocol"]]
+    trained = (client_epochs * (split["public"] + split["private"]) * k  # the clients' images, then the server's
+               + (p["local_epochs"] + p["rounds"]) * split["public"])
+    rest = LOGIT_START_S + 3 * trained * settings.logit_classifier_macs(p) / 1e9 * FEDERATION_GMAC_S
+    return epochs * epoch, rest
+
+
+def logit_cost(p) -> str | None:
+    """Said before a PLI or TBI run that would take more than SLOW_RUN_S on 2 CPU cores — inversion_epochs=500
+    trained for about 15 minutes, with no word before — with the most epochs, the widest network and the largest
+    image that fit."""
+    if p.get("attack") not in ("pli", "tbi") or p.get("protocol") not in settings.ROUND_EPOCHS:
+        return None
+    attack, rest = logit_run_seconds(p)
+    if attack + rest < SLOW_RUN_S:
+        return None
+
+    def fits(**change) -> bool:
+        return sum(logit_run_seconds({**p, **change})) < SLOW_RUN_S
+    epochs = max((e for e in range(1, p["inversion_epochs"]) if fits(inversion_epochs=e)), default=None)
+    width = max((w for w in range(4, p["inversion_width"]) if fits(inversion_width=w)), default=None)
+    size = max((s for s in (8, 16, 32) if s < p["image_size"] and fits(image_size=s)), default=None)
+    remedies = ([f"inversion_epochs ≤ {_two_digits_down(epochs)}"] if epochs else []) + (
+        ["compare_tbi=false"] if p["attack"] == "pli" and p.get("compare_tbi") and fits(compare_tbi=False) else []) + (
+        [f"inversion_width ≤ {width}"] if width else []) + ([f"image_size={size}"] if size else [])
+    k = p["clients"]
+    nets = ("TBI's inversion network" if p["attack"] == "tbi" else
+            f"PLI's {f'{k} inversion networks' if k > 1 else 'inversion network'}"
+            + (" and TBI's" if p.get("compare_tbi") else ""))
+    one = p["attack"] == "tbi" or (k == 1 and not p.get("compare_tbi"))
+    return (f"A slow setting for a CPU: {nets} train{'s' * one} for {plural(p['rounds'], 'round')} × "
+            f"{plural(p['inversion_epochs'], 'epoch')} "
+            f"on the public images of {p['image_size']} px, about {_about(attack)} on 2 CPU cores, and the federation "
+            f"about {_about(rest)}. Built for a GPU; under {SLOW_RUN_S // 60} minutes on a CPU: "
+            + (" or ".join(remedies) if remedies else "fewer rounds, clients and classes"))
+
+
 def _two_digits_down(n: int) -> int:
     """n rounded down to two significant digits: 28027 → 28000, 696 → 690, 45 → 45."""
     unit = 10 ** max(0, len(str(max(n, 1))) - 2)
@@ -808,7 +870,7 @@ def cost_warnings(p) -> list[str]:
     that is not yet known (a GPU server's first page, before its workers report)."""
     if device.runs_on_gpu(p.get("device", "auto")):
         return []
-    large = model_cost(p) or vfl_cost(p)
+    large = model_cost(p) or vfl_cost(p) or logit_cost(p)
     if large:
         return [large]
     k = p.get("trials", 1)

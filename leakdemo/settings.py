@@ -304,6 +304,46 @@ def logits_receives(p: dict) -> str:
             + _after_defense(p, "each after the client's") + "; nothing else")
 
 
+# epochs per round of each phase, from the PLI paper's Appendix C (local_epochs sets the initial training):
+# FedMD digests and revisits for 1 epoch, DS-FL and FedGEMS clients train 2 on each set, servers 1
+ROUND_EPOCHS = {"fedmd": 1, "ds-fl": 2, "fedgems": 2}
+
+
+def inverter_macs(inputs: int, size: int, width: int) -> int:
+    """Multiply-adds of one forward pass through PLI's and TBI's inversion network (attacks/pli.py's Inverter: a
+    transposed 4×4 convolution to a 4×4 seed, then one per doubling to `size` px), counted without torch;
+    tests/test_params.py checks it against torch's FlopCounterMode."""
+    ups = int(math.log2(size // 4))
+    chans = [width * 2 ** (ups - 1 - i) for i in range(ups)]
+    macs, side = inputs * chans[0] * 16, 4
+    for a, b in zip(chans, chans[1:] + [1]):
+        side *= 2
+        macs += a * b * side * side * 4  # stride 2: each output pixel takes 2 × 2 of the kernel's 4 × 4 taps
+    return macs
+
+
+def logit_classifier_macs(p: dict) -> int:
+    """Multiply-adds of one image's forward pass through a client's classifier (protocols/distillation.py)."""
+    size, width = p["image_size"], p["model_width"]
+    side = (size - 2) // 3
+    return width * 9 * (size - 2) ** 2 + width * side * side * logit_classes(p)
+
+
+def logit_classes(p: dict) -> int:
+    return 10 if p["data"] == "digits" else p["num_classes"]
+
+
+def identity_split(p: dict) -> dict:
+    """How many images each part of a logit-sharing federation holds (identities.build deals them): `clean`, the
+    public clean views of the non-target classes (what PLI trains on); `public`, those and every class's
+    insensitive views (what TBI and the clients train on); `private`, the most one client holds."""
+    kept = max(1, p["views"] // 4)  # a class's views: test | insensitive source | train (digits have 174+ each)
+    train = p["views"] - 2 * kept
+    classes, targets = logit_classes(p), p["target_classes"]
+    clean = (classes - targets) * train
+    return {"clean": clean, "public": clean + classes * kept, "private": math.ceil(targets / p["clients"]) * train}
+
+
 def logits_check(p: dict) -> None:
     if p["image_size"] not in (8, 16, 32, 64):
         raise ParamError("image_size", f"must be 8, 16, 32 or 64 here (the inversion network doubles a 4×4 "
@@ -311,7 +351,7 @@ def logits_check(p: dict) -> None:
     if p["protocol"] == "fedgems" and p["image_size"] < 16:  # (8 − 2) // 2 − 2 = 1 px left for the second pool
         raise ParamError("image_size", f"must be 16, 32 or 64 on FedGEMS (its larger server model has two conv "
                          f"and pooling blocks, which leave nothing of 8 px); got {p['image_size']}")
-    classes = 10 if p["data"] == "digits" else p["num_classes"]
+    classes = logit_classes(p)
     if p["target_classes"] >= classes:
         raise ParamError("target_classes", f"must be below the number of classes ({classes}) so the public set "
                          f"keeps clean identities to learn from; got {p['target_classes']}")

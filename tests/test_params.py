@@ -343,6 +343,59 @@ def test_the_torch_free_cost_of_a_vertical_fl_pass_is_what_torch_counts():
         assert vfl_forward_macs(p) == counted.get_total_flops() // 2, p
 
 
+def test_the_torch_free_cost_of_the_logit_attacks_networks_is_what_torch_counts():
+    """settings.inverter_macs (PLI's and TBI's inversion network) and logit_classifier_macs (a client's model)
+    against torch's FlopCounterMode."""
+    import itertools
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from leakdemo.attacks.pli import Inverter
+    from leakdemo.protocols.distillation import classifier
+    from leakdemo.settings import inverter_macs, logit_classifier_macs
+    for inputs, size, width in itertools.product((20, 80), (8, 16, 32, 64), (4, 32)):
+        with FlopCounterMode(display=False) as counted:
+            Inverter(inputs, size, width).eval()(torch.zeros(1, 1, inputs))
+        assert inverter_macs(inputs, size, width) == counted.get_total_flops() // 2, (inputs, size, width)
+    for size, width, data in itertools.product((8, 16, 32, 64), (1, 16), ("faces", "digits")):
+        p = {"image_size": size, "model_width": width, "data": data, "num_classes": 40}
+        with FlopCounterMode(display=False) as counted:
+            classifier(10 if data == "digits" else 40, size, width, torch.Generator())(torch.zeros(1, 1, size, size))
+        assert logit_classifier_macs(p) == counted.get_total_flops() // 2, p
+
+
+def test_the_torch_free_count_of_a_logit_federation_s_images_is_what_it_deals():
+    from leakdemo import identities
+    from leakdemo.settings import identity_split
+    for overrides in ({}, {"views": 7, "clients": 3, "target_classes": 7}, {"data": "digits", "target_classes": 4}):
+        p = from_preset("pli", {"image_size": 8, **overrides}).params
+        data = identities.build(p)
+        split = identity_split(p)
+        assert split["clean"] == len(data.public_clean[1]) and split["public"] == len(data.public[1]), overrides
+        assert split["private"] == max(len(y) for _, y in data.private), overrides
+
+
+def test_a_pli_run_too_slow_for_a_cpu_is_said_before_it_with_what_fits():
+    """`pli` at inversion_epochs=500 trained for about 15 minutes on 2 cores with no word before it (the cost notes
+    counted gradient attacks and CAFE only)."""
+    def said(preset="pli", **overrides):
+        return " ".join(w for w in from_preset(preset, {"device": "cpu", **overrides}).warnings
+                        if w.startswith("A slow setting"))
+    assert not any(said(name) for name in presets() if name.startswith("pli"))
+    assert not said(rounds=20) and not said(inversion_width=128)  # 1.3 and 1.8 min measured
+    big = said(inversion_epochs=500)
+    assert big.startswith("A slow setting for a CPU: PLI's inversion network and TBI's train for 5 rounds × 500 "
+                          "epochs on the public images of 32 px, about 14 min on 2 CPU cores"), big
+    assert big.endswith("under 10 minutes on a CPU: inversion_epochs ≤ 360 or compare_tbi=false or "
+                        "inversion_width ≤ 16 or image_size=16"), big
+    for remedy in ({"inversion_epochs": 360}, {"compare_tbi": False}, {"inversion_width": 16}, {"image_size": 16}):
+        assert not said(**{"inversion_epochs": 500, **remedy}), remedy
+    assert said("pli-10-clients", rounds=20, inversion_epochs=20).startswith("A slow setting for a CPU: PLI's 10 "
+                                                                            "inversion networks and TBI's train")
+    assert said(attack="tbi", inversion_epochs=500, inversion_width=64).startswith(
+        "A slow setting for a CPU: TBI's inversion network trains for 5 rounds × 500 epochs")
+    assert not from_preset("pli", {"device": "cuda", "inversion_epochs": 500}).warnings  # a GPU's run: not said
+
+
 def test_a_cafe_run_too_slow_for_a_cpu_is_said_before_it_with_what_fits():
     """`cafe` at image_size=128 drew a frame every 0.8 s and finished after about 27 minutes on 2 cores, with no
     word before it (the model-size warning counts only FedSGD's and FedAvg's models)."""

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import cancel, identities, metrics
+from .. import cancel, identities, metrics, settings
 from ..defenses import apply_defense
 from ..device import from_host
 from ..settings import logits_receives as describe
@@ -32,9 +32,6 @@ from .cohort import BATCH, LR, Cohort, losses
 SCHEMES = ("fedmd", "ds-fl", "fedgems")
 ERA_TEMPERATURE = 0.1  # DS-FL's entropy-reduction aggregation
 FEDGEMS_EPSILON = 0.75  # FedGEMS: a client's prediction counts when right with at least this confidence
-# epochs per round of each phase, from the PLI paper's Appendix C (local_epochs sets the initial training):
-# FedMD digests and revisits for 1 epoch, DS-FL and FedGEMS clients train 2 on each set, servers 1
-ROUND_EPOCHS = {"fedmd": 1, "ds-fl": 2, "fedgems": 2}
 
 
 @dataclass
@@ -170,7 +167,7 @@ def federate(p: dict, data: identities.IdentitySet, device, defense: str):
     make_server = large_classifier if scheme == "fedgems" else classifier
     server = Learner(make_server(classes, size, width, g), device, p["seed"] + 99)
     g_def = torch.Generator().manual_seed(p["seed"] + 8)
-    e, r_e = p["local_epochs"], ROUND_EPOCHS[scheme]
+    e, r_e = p["local_epochs"], settings.ROUND_EPOCHS[scheme]
 
     def send() -> list[torch.Tensor]:
         return [apply_defense(defense, [l], p, g_def)[0] for l in clients.logits(xp)]
