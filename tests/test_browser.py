@@ -737,7 +737,8 @@ def test_tradeoffs_sweep_streams_its_points_and_comes_back_from_the_store(server
     assert im.width == 1600 and arr.std() > 20  # a real page, not a blank one
     # a click on a point of the trade-off chart shows its reconstruction and a link to watch it live in the Lab
     chart = page.locator(".js-plotly-plot").nth(1)
-    point = chart.locator(".scatterlayer .trace").first.locator("path.point").last  # σ = 1, the strongest
+    # σ = 1, the strongest: the defended series' last point (the first trace is the undefended star, drawn under it)
+    point = chart.locator(".scatterlayer .trace").nth(1).locator("path.point").last
     box = None
     for _ in range(5):  # plotly may redraw the chart (a rerun after the sweep): its points come back in a moment
         point.wait_for(state="visible", timeout=30_000)

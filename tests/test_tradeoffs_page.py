@@ -266,6 +266,18 @@ def test_crowded_points_carry_one_picture_not_a_pile():
     assert abs((lo + hi) / 2 - 0.951) < 1e-9 and hi - lo > 0.05
 
 
+def test_a_defended_point_on_the_undefended_one_is_drawn_over_the_star():
+    """sweep-topk-pli's k = 10 leaks and costs what no defense does, (1.0, 0.8): the star, drawn after it, hid it
+    whole. The star now lies under the defended points, its tips showing round a point that sits on it."""
+    from leakdemo.dashboard.tradeoffs import tradeoff_figure
+
+    rows = [row(0, 1.0, 0.8, True), row(1, 1.0, 0.8), row(2, 0.9995, 0.7)]
+    for r in rows:
+        r["psnr"], r["attack_accuracy"] = 15.0, r["psnr"]
+    names = [t.name for t in tradeoff_figure(rows, ["top_k"]).data]
+    assert names.index("no defense") < min(i for i, n in enumerate(names) if n not in ("no defense", "Pareto front"))
+
+
 def _picture_boxes(fig):
     """Each picture's box on the chart, (x0, x1, y0, y1) in data units."""
     boxes = []
@@ -649,8 +661,8 @@ def test_the_strength_chart_names_each_series_once():
     fig = strength_figure(rows, ["dp_sigma", "dp_clip"], True, base=base)
     assert [t.name for t in fig.data if t.showlegend is not False] == ["clip norm off", "clip norm = 4"]
     assert fig.layout.xaxis.title.text == "noise σ (dp_sigma)"
-    assert [t.name for t in tradeoff_figure(rows, ["dp_sigma", "dp_clip"], base).data][:2] == \
-        ["clip norm off", "clip norm = 4"]
+    assert [t.name for t in tradeoff_figure(rows, ["dp_sigma", "dp_clip"], base).data][:3] == \
+        ["no defense", "clip norm off", "clip norm = 4"]  # the undefended star first, drawn under the others
     laplace = from_preset("dlg", {"defense": "dp-laplace"}).params  # the same code, another defense's name
     assert strength_figure(rows, ["dp_sigma"], True, base=laplace).layout.xaxis.title.text == "noise scale b (dp_sigma)"
     one = strength_figure(rows[:3], ["dp_sigma"], True)

@@ -552,6 +552,13 @@ def tradeoff_figure(rows: list[dict], axes: list[str], base: dict | None = None)
     usable = [r for r in rows if r.get(key) is not None and utility_of(r)[1] is not None]
     fig = go.Figure()
     front = set(pareto(usable, key))
+    clean = next((r for r in usable if r["undefended"]), None)
+    # the star first, under the defended points: one that leaks and costs as much as no defense (sweep-topk-pli's
+    # k = 10 at (1.0, 0.8)) sits on it, and drawn after, the star hid it; under it, the star still shows round it
+    if clean is not None:
+        fig.add_trace(go.Scatter(x=[utility_of(clean)[1]], y=[clean[key]], mode="markers", name="no defense",
+                                 marker=dict(symbol="star", size=22, color="#c0392b"), customdata=[clean["index"]],
+                                 hovertemplate=[_hover(clean, key, clean["label"])]))
     for i, (name, rs) in enumerate(named_series(usable, axes, base)):
         color = COLORS[i % len(COLORS)]
         rs = [r for r in rs if r in usable]
@@ -563,11 +570,6 @@ def tradeoff_figure(rows: list[dict], axes: list[str], base: dict | None = None)
                         line=dict(width=[3 if r["index"] in front else 0 for r in rs], color="black")),
             error_y=_error(rs, key), customdata=[r["index"] for r in rs],
             hovertemplate=[_hover(r, key, point_words(r, axes, base)) for r in rs]))
-    clean = next((r for r in usable if r["undefended"]), None)
-    if clean is not None:
-        fig.add_trace(go.Scatter(x=[utility_of(clean)[1]], y=[clean[key]], mode="markers", name="no defense",
-                                 marker=dict(symbol="star", size=22, color="#c0392b"), customdata=[clean["index"]],
-                                 hovertemplate=[_hover(clean, key, clean["label"])]))
     if len(front) > 1:
         pts = sorted((utility_of(r)[1], r[key]) for r in usable if r["index"] in front)
         fig.add_trace(go.Scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines", name="Pareto front",
