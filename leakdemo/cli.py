@@ -722,6 +722,8 @@ def cmd_sweep(args) -> int:
         # its own axes replaced: the title of what runs, not of the built-in's axes ("DLG against Gaussian noise
         # ..., with and without clipping" headed a sweep of the learning rate)
         title = None if args.vary else spec.title
+        # ... and headed as run from its settings (16 px, 100 iterations for sweep-dp-dlg), not the preset's
+        source = f"from {args.scenario}"
     else:
         if not (args.scenario.endswith(".json") or os.path.sep in args.scenario) and args.scenario not in presets():
             # the preset's own message listed presets only, to someone who likely typed a sweep's name
@@ -735,11 +737,13 @@ def cmd_sweep(args) -> int:
         base = load(args.scenario, overrides)
         seeds = args.seeds if args.seeds is not None else 1  # 0 is refused by Sweep, not read as "not given"
         varies, images, title = args.vary, args.images, None
+        source = f"preset {base.preset}" if base.preset else ""
     if not varies:
         raise LeakdemoError("sweep: give at least one --vary NAME=LOW..HIGH:N (or NAME=a,b,c)")
     axes = [parse_axis(v, base) for v in varies]
     if title is None:  # "DLG against Gaussian noise · preset dlg", as the Trade-offs page heads it (not "dlg: sweep")
-        title = catalog.sweep_title(base.params, axes[0].name, base.preset, tuple(a.name for a in axes[1:]))
+        title = catalog.sweep_title(base.params, axes[0].name, None, tuple(a.name for a in axes[1:])) \
+            + (f" · {source}" if source else "")
     image_list = listed(images, "--images")
     address = args.address or os.environ.get("LEAKDEMO_RAY_ADDRESS") or None
     backend = args.backend or ("ray" if args.address else "local")

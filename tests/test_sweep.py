@@ -391,11 +391,12 @@ def test_a_sweep_title_says_a_defense_held_at_one_strength():
 
 def test_a_built_in_sweep_given_other_axes_is_titled_by_them(store_path):
     # `sweep sweep-dp-dlg --vary lr=…` was headed "DLG against Gaussian noise on the gradient (FedSGD), with and
-    # without clipping": the built-in's title, over a sweep of the learning rate at one σ
+    # without clipping": the built-in's title, over a sweep of the learning rate at one σ; then "· preset dlg",
+    # over the built-in's own settings (16 px, not dlg's 32)
     r = cli("sweep", "sweep-dp-dlg", "--vary", "lr=0.1,1", "--set", "iterations=1", "--seeds", "1")
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith("DLG under Gaussian noise (noise σ = 0.01, clip norm off), varying learning rate · "
-                               "preset dlg: 3 points × 1 seed × 1 image = 3 runs"), r.stderr
+                               "from sweep-dp-dlg: 3 points × 1 seed × 1 image = 3 runs"), r.stderr
 
 
 def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
