@@ -271,7 +271,8 @@ def tradeoff_png(rows: list[dict], title: str, axes: list[str] | None = None, lo
         if utility_range(rows, uname):
             twin.set_ylim(*_with_margin(utility_range(rows, uname)))
         if clean is not None and utility_of(clean)[1] is not None:
-            twin.axhline(utility_of(clean)[1], color="#555", linewidth=0.8, linestyle=":")
+            # named in the legend: unnamed, a grey dotted line across the chart read as nothing in particular
+            twin.axhline(utility_of(clean)[1], color="#555", linewidth=0.8, linestyle=":", label="utility with no defense")
     handles = left.get_legend_handles_labels()
     if twin is not None:
         more = twin.get_legend_handles_labels()

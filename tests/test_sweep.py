@@ -549,6 +549,11 @@ def test_the_cli_chart_keeps_shares_and_accuracies_in_proportion(monkeypatch):
     assert list(left.get_ylim()) == SHARE_RANGE and list(right.get_ylim()) == SHARE_RANGE
     for lo, hi in (twin.get_ylim(), right.get_xlim()):
         assert lo <= 0.93 and 1.0 < hi <= 1.01  # room below, the 1.0 points whole, nothing far past 1
+    # each line drawn across the left panel is named in its legend: the undefended utility's grey one was not
+    across = [ln for ax in (left, twin) for ln in ax.get_lines() if len(set(ln.get_ydata())) == 1 and len(ln.get_xdata()) == 2]
+    assert sorted(ln.get_label() for ln in across) == ["leakage with no defense", "utility with no defense"]
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["leakage", "leakage with no defense", "utility",
+                                                                      "utility with no defense"]
 
 
 def test_the_sweep_knows_when_the_federations_utility_cannot_change():
