@@ -777,7 +777,9 @@ def cmd_sweep(args) -> int:
                 bar = f"[{'#' * int(28 * ev.done_runs / max(ev.total_runs, 1)):<28}] {ev.done_runs}/{ev.total_runs} runs" \
                       f"  {ev.seconds:5.1f}s  ETA {_eta(ev.eta)}"
                 if isinstance(ev, PointDone):
-                    print(("\r" if tty else "") + _row_line(ev.point, width) + " " * 10, file=sys.stderr, flush=True)
+                    # on a terminal, over the progress bar (the spaces blank its tail); in a log, the row alone
+                    print(("\r" if tty else "") + _row_line(ev.point, width) + (" " * 10 if tty else ""),
+                          file=sys.stderr, flush=True)
                 if tty:
                     print("\r" + bar, end="", file=sys.stderr, flush=True)
             elif isinstance(ev, SweepFinished):

@@ -397,6 +397,8 @@ def test_a_built_in_sweep_given_other_axes_is_titled_by_them(store_path):
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith("DLG under Gaussian noise (noise σ = 0.01, clip norm off), varying learning rate · "
                                "from sweep-dp-dlg: 3 points × 1 seed × 1 image = 3 runs"), r.stderr
+    # in a log, a row is the row alone: the spaces that blank a terminal's progress bar trailed each one
+    assert [line for line in r.stderr.splitlines() if line != line.rstrip()] == []
 
 
 def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
