@@ -901,7 +901,13 @@ def test_presenter_fits_a_projector_and_steps_with_the_keyboard(server, browser,
     page.get_by_text("scene 2 of", exact=False).wait_for(timeout=30_000)
     page.keyboard.press("PageUp")
     page.get_by_text("scene 1 of", exact=False).wait_for(timeout=30_000)
+    count = re.search(r"scene 1 of (\d+)", page.locator(".ld-why").first.inner_text()).group(1)
+    page.keyboard.press("End")  # as in a slide deck: the last scene, and Home the first
+    page.get_by_text(f"scene {count} of {count}", exact=False).wait_for(timeout=30_000)
+    page.keyboard.press("Home")
+    page.get_by_text("scene 1 of", exact=False).wait_for(timeout=30_000)
     assert page.get_by_role("button", name="Next").count() == 1  # the clicker's buttons are not seen
+    assert page.get_by_role("button", name="Last").count() == 0
     page.goto(f"{server}/?present=1&scenes=sweep:sweep-dp-dlg")  # the trade-off chart fills the screen too
     chart = page.locator('[data-testid="stPlotlyChart"] .main-svg').first
     chart.wait_for(timeout=60_000)

@@ -47,7 +47,7 @@ h1 {font-size: 2.4rem !important; margin: 0 !important; padding: 0 !important;}
 [data-testid="stImageCaption"] [data-testid="stCaptionContainer"],
 [data-testid="stImageCaption"] p {font-size: 1.2rem; color: #333; opacity: 1;}
 [data-testid="stPlotlyChart"] {height: 68vh !important;}
-.st-key-p_clicker_next, .st-key-p_clicker_back {display: none !important;}
+.st-key-p_clicker_next, .st-key-p_clicker_back, .st-key-p_clicker_first, .st-key-p_clicker_last {display: none !important;}
 /* Back, Next, Scenes and ✕ need ~23rem: beside the title on a narrower screen (a 1024×768 projector, or one at
    125 % zoom: 819 px) they read "B…", "N…", "S…"; there they stand above it, at the right, and the title takes
    the row */
@@ -186,8 +186,13 @@ def _follow_history() -> None:
 
 
 def _go(step: int) -> None:
+    _go_to(st.session_state.get("p_scene", 0) + step)
+
+
+def _go_to(scene: int) -> None:
+    """To this scene (0 the first, -1 the last; past either end, round to the other)."""
     count = len(st.session_state["p_scenes"])
-    st.session_state["p_scene"] = (st.session_state.get("p_scene", 0) + step) % count
+    st.session_state["p_scene"] = scene % count
     st.session_state["p_pos"], st.session_state["p_problem"] = 0.0, ""
     _leave_live()
     st.query_params["scene"] = str(st.session_state["p_scene"] + 1)
@@ -244,6 +249,9 @@ def _nav(where, choices: dict) -> None:
     # button has one shortcut; hidden by CSS, its key still works)
     b3.button("Next", on_click=_go, args=(1,), shortcut="PageDown", key="p_clicker_next")
     b3.button("Back", on_click=_go, args=(-1,), shortcut="PageUp", key="p_clicker_back")
+    # Home and End, as in a slide deck: to the first scene and the last (after the Q&A, back to the opening one)
+    b3.button("First", on_click=_go_to, args=(0,), shortcut="Home", key="p_clicker_first")
+    b3.button("Last", on_click=_go_to, args=(-1,), shortcut="End", key="p_clicker_last")
 
 
 def _head(title: str, line: str, choices: dict) -> None:
