@@ -120,6 +120,30 @@ def test_preset_switch_loads_the_preset():
     assert widget(at, "Model").value == "convnet"
 
 
+def test_the_browser_s_back_returns_to_the_scenario_before():
+    """Each change of the sidebar writes the scenario into the link, a history entry; Back met a link that the
+    sidebar's scenario wrote straight over (`?preset=dlg`, then idlg: Back stayed on idlg, and a second press left
+    the app). A link the page did not write, met on the page itself, now brings back what it stood for."""
+    at = lab(preset="dlg")
+    widget(at, "Preset").set_value("idlg").run()
+    widget(at, "Iterations").set_value(40).run()
+    assert dict(at.query_params) == {"preset": "idlg", "iterations": "40"}
+
+    def back_to(**link):  # what the browser's Back or Forward sends: the link of another history entry
+        at.query_params.clear()
+        at.query_params.update(link)
+        at.run()
+        assert not at.exception, at.exception
+        return widget(at, "Preset").value, widget(at, "Iterations").value, dict(at.query_params)
+
+    assert back_to(preset="idlg") == ("idlg", 300, {"preset": "idlg"})
+    assert back_to(preset="dlg") == ("dlg", 300, {"preset": "dlg"})
+    assert back_to(preset="idlg", iterations="40") == ("idlg", 40, {"preset": "idlg", "iterations": "40"})  # Forward
+    # the link as the page last wrote it is no step: a later run keeps what the sidebar says
+    widget(at, "Iterations").set_value(50).run()
+    assert widget(at, "Iterations").value == 50 and at.query_params["iterations"] == "50"
+
+
 def test_choices_read_as_names_while_links_keep_the_codes():
     """A class reads "LeNet" and "Photos (scikit-image)" in the sidebar, not "lenet" and "samples"; the link
     and the CLI keep the codes, and the help names them."""
