@@ -30,6 +30,32 @@ def test_default_is_the_built_in_dp_sweep():
     assert "sweep" not in at.query_params
 
 
+def test_the_browser_s_back_returns_to_the_sweep_before():
+    """Each sweep chosen is written into the link, a history entry; Back met a link that the sidebar's sweep wrote
+    straight over, and looked dead. A link the page did not write, met on the page itself, now brings back the
+    sweep it stood for — the bare address the default one, a custom link its settings."""
+    at = page()
+    at.selectbox(key="t_sweep").set_value("sweep-prune-dlg").run()
+    at.selectbox(key="t_sweep").set_value("custom").run()
+    at.text_input(key="t_vary").set_value("prune_ratio=0.2,0.8").run()
+    custom = dict(at.query_params)
+    assert custom["sweep"] == "custom" and custom["vary"] == "prune_ratio=0.2,0.8", custom
+
+    def back_to(link):  # what the browser's Back or Forward sends: the link of another history entry
+        at.query_params.clear()
+        at.query_params.update(link)
+        at.run()
+        assert not at.exception, at.exception
+        return at.selectbox(key="t_sweep").value, dict(at.query_params)
+
+    assert back_to({"sweep": "sweep-prune-dlg"}) == ("sweep-prune-dlg", {"sweep": "sweep-prune-dlg"})
+    assert back_to({}) == ("sweep-dp-dlg", {})  # the bare address: the default sweep, and Back leaves from there
+    assert back_to(custom) == ("custom", custom)  # Forward, twice
+    assert at.text_input(key="t_vary").value == "prune_ratio=0.2,0.8" and not at.warning
+    at.slider(key="t_seeds").set_value(2).run()  # the link as the page last wrote it is no step
+    assert at.slider(key="t_seeds").value == 2 and at.query_params["seeds"] == "2"
+
+
 def test_a_shared_custom_sweep_link_fills_the_widgets():
     at = page(sweep="custom", preset="dlg", defense="prune", vary="prune_ratio=0..0.9:3", seeds="2")
     assert not at.exception and not at.error

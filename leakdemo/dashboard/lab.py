@@ -30,9 +30,9 @@ from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .compare import MAX_RUNS as MAX_COMPARED
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
 from .server_disk import check_disk, disk_problem
-from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, ignored_line, keep_link, line_under_buttons,
-                     note_drawn, polled, psnr_bars, queue_line, run_pool, same_page_as_before, setup_line,
-                     stacked_when_narrow, tab_alive, undo_stale_echoes)
+from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, history_step, ignored_line, keep_link,
+                     line_under_buttons, link_now, mark_link, note_drawn, polled, psnr_bars, queue_line, run_pool,
+                     setup_line, stacked_when_narrow, tab_alive, undo_stale_echoes)
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -142,23 +142,15 @@ def _load_link() -> None:
     _push_to_widgets(s)
 
 
-def _link_now() -> tuple:
-    """The address bar's link, comparable and hashable: each name with all its values."""
-    return tuple(sorted((k, tuple(st.query_params.get_all(k))) for k in st.query_params))
-
-
 def _follow_history() -> bool:
-    """The browser's Back and Forward step through the scenarios the Lab showed. Each change writes the scenario
-    into the link, which Streamlit makes a history entry; Back then met a link that the sidebar's scenario wrote
-    straight over, and looked dead (`?preset=dlg`, then idlg: Back stayed on idlg). A link met on a run of this
-    page that it did not just write returns to the scenario it stood for when the page was at it, or, one the
-    page never stood at, is read as an arrival reads it. Arriving from another page, the sidebar stays as it was.
-    True where the link was followed: that run does not write its link again (a bare one, which stood for the
-    scenario the page was opened with from the sidebar, would be written over, and Back eaten once more)."""
-    link = _link_now()
-    if st.session_state.get("lab_link") in (None, link) or not same_page_as_before():
+    """The browser's Back and Forward step through the scenarios the Lab showed (`?preset=dlg`, then idlg: Back
+    stayed on idlg): a link met by them returns to the scenario it stood for, or, one the page never stood at, is
+    read as an arrival reads it. True where the link was followed: that run does not write its link again (a bare
+    one, which stood for the scenario the page was opened with from the sidebar, would be written over, and Back
+    eaten once more)."""
+    stepped, marked = history_step("lab")
+    if not stepped:
         return False
-    marked = st.session_state.get("lab_marks", {}).get(link)
     if marked is None:
         _load_link()
     else:
@@ -166,17 +158,6 @@ def _follow_history() -> bool:
         st.session_state["preset"] = marked.preset if marked.preset in presets() else st.session_state["preset"]
         _push_to_widgets(marked)
     return True
-
-
-def _mark_link(scenario, arrived_by: tuple) -> None:
-    """Remember the scenario the link now stands for (and, on arriving from another page or a first visit, the
-    link the page was reached by: a bare one stands for what the page then showed), for Back to return to."""
-    marks = st.session_state.setdefault("lab_marks", {})
-    if scenario is not None:
-        marks[_link_now()] = scenario
-        if not same_page_as_before():
-            marks[arrived_by] = scenario
-    st.session_state["lab_link"] = _link_now()
 
 
 SAID = ("loaded_note", "loaded_warnings", "choice_error")
@@ -834,7 +815,7 @@ def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
     warm_up()
     _init_session()
-    arrived_by, followed = _link_now(), _follow_history()
+    arrived_by, followed = link_now(), _follow_history()
     scenario, problem, uploads = sidebar()
 
     st.title(":material/lock_open: leakdemo — Attack Lab")
@@ -864,7 +845,7 @@ def main() -> None:
 
     if scenario is not None and not followed:
         keep_link(state.to_query(scenario), state.to_query(state.from_query({})[0]))
-    _mark_link(scenario, arrived_by)
+    mark_link("lab", scenario, arrived_by)
     handle = st.session_state.get("handle")
     pace = _pace(handle)
     run_buttons(scenario, problem, uploads)

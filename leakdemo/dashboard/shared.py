@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Any
 
 import streamlit as st
 
@@ -134,6 +135,36 @@ def same_page_as_before() -> bool:
     """Whether this run is of the page the session's run before was of (app.py notes each run's page): a link
     that changed between two such runs came from the browser's Back or Forward, not from a switch of page."""
     return st.session_state.get("page_before") == st.session_state.get("page_now")
+
+
+def link_now() -> tuple:
+    """The address bar's link, comparable and hashable: each name with all its values."""
+    return tuple(sorted((k, tuple(st.query_params.get_all(k))) for k in st.query_params))
+
+
+def history_step(page: str) -> tuple[bool, Any]:
+    """Whether this run's link came from the browser's Back or Forward — a link met on a run of this same page
+    that the page did not write itself — and, if so, what the page showed when it stood at that link (None: a
+    link it never stood at, to be read as an arrival reads it). Each change a page writes into its link is a
+    history entry: the Lab and Trade-offs wrote what their sidebar held straight back over the link Back
+    returned to, and Back looked dead. Arriving from another page, the sidebar stays as it was. page: the
+    session-state prefix of the page's own marks (`mark_link`)."""
+    link = link_now()
+    if st.session_state.get(f"{page}_link") in (None, link) or not same_page_as_before():
+        return False, None
+    return True, st.session_state.get(f"{page}_marks", {}).get(link)
+
+
+def mark_link(page: str, shown: Any, arrived_by: tuple) -> None:
+    """Remember what the link now stands for (`shown`, None for nothing to return to), and, on arriving from
+    another page or a first visit, the link the page was reached by: a bare one stands for what the page then
+    showed (a page reached by the sidebar writes its settings as a second entry, streamlit/streamlit#9279)."""
+    marks = st.session_state.setdefault(f"{page}_marks", {})
+    if shown is not None:
+        marks[link_now()] = shown
+        if not same_page_as_before():
+            marks[arrived_by] = shown
+    st.session_state[f"{page}_link"] = link_now()
 
 
 def keep_link(query: dict[str, str], default: dict[str, str]) -> None:

@@ -31,8 +31,9 @@ from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .server_disk import check_disk
-from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, ignored_line, keep_link, line_under_buttons, note_drawn,
-                     run_pool, stacked_when_narrow, tab_alive, undo_stale_echoes)
+from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, history_step, ignored_line, keep_link,
+                     line_under_buttons, link_now, mark_link, note_drawn, run_pool, stacked_when_narrow, tab_alive,
+                     undo_stale_echoes)
 from .state import Ignored, one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
@@ -90,12 +91,13 @@ def _defense_title(defense: str) -> str:
     return "None: vary a protocol knob instead" if defense == "none" else catalog.DEFENSES[defense].title
 
 
-def _init_from_query() -> None:
+def _init_from_query(spec: dict | None = None) -> None:
     """A shared link (?sweep=NAME, or ?sweep=custom&preset=…&defense=…&vary=…&seeds=…) fills the widgets;
-    a bad value is reported and left at its default."""
-    if "t_sweep" in st.session_state:
+    a bad value is reported and left at its default. spec: a sweep the page showed, read as its link is (the
+    browser's Back to it: `_follow_history`)."""
+    if "t_sweep" in st.session_state and spec is None:
         return
-    q, twice = one_each(st.query_params)
+    q, twice = one_each(st.query_params) if spec is None else ({k: str(v) for k, v in spec.items()}, {})
     problems = []
     custom_keys = [k for k in q if k != "sweep"]
     # a hand-written link that names a preset, defense or range but no sweep means a custom one
@@ -143,6 +145,20 @@ def _init_from_query() -> None:
     own = set(SPEC_KEYS) | (set(load(st.session_state["t_preset"], {"defense": defense}).params)
                             if name == CUSTOM else set())
     st.session_state["t_problems"] = [Ignored(note, key in own) for key, note in twice.items()] + problems + dropped
+
+
+def _follow_history() -> bool:
+    """The browser's Back and Forward step through the sweeps the page showed (`sweep-dp-dlg`, then
+    `sweep-prune-dlg`: Back stayed on pruning): a link met by them returns to the sweep it stood for, or, one
+    the page never stood at, is read as an arrival reads it. True where the link was followed: that run does not
+    write its link again (shared.history_step)."""
+    stepped, marked = history_step("t")
+    if not stepped:
+        return False
+    for key in SIDEBAR_KEYS + ("t_set",):
+        st.session_state.pop(key, None)
+    _init_from_query(marked)
+    return True
 
 
 def _implied(q: dict) -> tuple[str, str] | None:
@@ -814,6 +830,7 @@ def main() -> None:
     st.markdown(CSS, unsafe_allow_html=True)
     run_pool()  # whatever page opens first starts the workers: they compute, and tell the server the machine
     _init_from_query()
+    arrived_by, followed = link_now(), _follow_history()
     st.title(":material/balance: Defense trade-offs")
     st.markdown("How much does a defense cost, and what does it buy? A sweep runs the attack at each strength "
                 "of a defense — several seeds each — and sets what the attack recovered (privacy) against what "
@@ -824,7 +841,9 @@ def main() -> None:
     spec = _controls()
     note_drawn(SIDEBAR_KEYS)  # for undo_stale_echoes
     st.session_state["t_spec_now"] = spec
-    keep_link({k: str(v) for k, v in spec.items()}, {"sweep": DEFAULT_SWEEP})
+    if not followed:
+        keep_link({k: str(v) for k, v in spec.items()}, {"sweep": DEFAULT_SWEEP})
+    mark_link("t", spec, arrived_by)
     problem, said = None, []
     try:
         sweep, title, _ = build(spec)
