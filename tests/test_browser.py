@@ -1073,6 +1073,24 @@ def test_compare_runs_one_scenario_under_two_defenses(server, browser):
     page = new_page(browser, "defenses")
     page.goto(f"{server}/Compare")
     page.get_by_text("Run one scenario under several defenses").click()
+    # four defenses, the most it takes: each chip whole in the box (in its column the box kept one row and
+    # scrolled it, "No defense" cut to "efense" at its left edge), then back to the two it opened with
+    form = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Defenses (each")
+    for name in ("Laplace noise (DP-style)", "Magnitude pruning"):
+        form.locator("input").click()
+        page.get_by_role("option", name=name).click()
+        page.keyboard.press("Escape")
+    chips = form.locator("[data-tag]")
+    expect(chips).to_have_count(4, timeout=10_000)
+    page.wait_for_timeout(500)
+    box = form.locator('[data-testid="stMultiSelectTagsContainer"]').bounding_box()
+    for i in range(4):
+        chip = chips.nth(i).bounding_box()
+        assert box["x"] <= chip["x"] and chip["x"] + chip["width"] <= box["x"] + box["width"] + 0.5, \
+            (chips.nth(i).inner_text(), chip, box)
+    for name in ("Laplace noise (DP-style)", "Magnitude pruning"):
+        form.get_by_role("button", name=f"Remove {name}").click()
+    expect(chips).to_have_count(2, timeout=10_000)
     page.get_by_role("button", name="Run them").click()
     # the undefended run may already be in the store (the presenter's live DLG is the same scenario): then
     # only the defended one is computed, and the other joins at once

@@ -199,8 +199,9 @@ def _defenses_form(sources: dict) -> None:
     options = catalog.defenses_for(protocol)
     if any(d not in options for d in st.session_state.get("c_defenses", [])):
         st.session_state["c_defenses"] = options[:2]
+    # wrap: in a column the box kept one row and scrolled it, the first chosen cut at its left edge ("efense")
     c2.multiselect("Defenses (each at its default strength)", options, key="c_defenses", max_selections=MAX_RUNS,
-                   persist_state=KEEP,
+                   persist_state=KEEP, wrap=True,
                    default=held("c_defenses", options[:2]),  # shared.held
                    format_func=lambda d: catalog.DEFENSES[d].title)
     pending = bool(st.session_state.get("c_pending"))
