@@ -15,6 +15,7 @@ from . import catalog, device, milestones, privacy, utility
 from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets, unknown_preset_hint
+from .sweep import MAX_BATCH, MAX_SEEDS, MAX_WORKERS
 from .words import alike, fixed, hint, meant_question, plural, small_figure, three_digits, value_text
 
 
@@ -26,8 +27,26 @@ class _Parser(argparse.ArgumentParser):
             meant = hint(alike(word, choices))
             message = (f"{word}: not a command{meant}; the commands are {', '.join(choices)}" if what == "COMMAND"
                        else f"{what}: must be one of {', '.join(choices)}, got {word}{meant}")
-        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)  # the subcommand's own help
+        ranged = re.match(r"argument (--[\w-]+): (must be .*)$", message)
+        if ranged:  # an `integer` option's: what it takes is said, as any other value out of range says it
+            message = f"{ranged[1]}: {ranged[2]}"
+        print(f"error: {message}" + ("" if ranged else f" (see `{self.prog} --help`)"),  # the subcommand's own help
+              file=sys.stderr)
         raise SystemExit(2)
+
+
+def integer(low: int, high: int):
+    """An option's type: a whole number in [low, high], refused with what it takes as the line is read; argparse's
+    own `int` said "invalid int value: 'abc'", with no word of the range."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got {text!r}") from None
+        if not low <= n <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got {n}")
+        return n
+    return parse
 
 
 NAMED_ALONE = ("--preset", "--sweep", "--scenario")  # flags a newcomer puts before what is named on its own
@@ -505,8 +524,6 @@ def cmd_bench(args) -> int:
     import torch
     overrides = parse_sets(args.set)
     devices = bench_devices(args.device)
-    if args.cpu_threads is not None and not 1 <= args.cpu_threads <= 256:
-        raise LeakdemoError(f"--cpu-threads: must be an integer in [1, 256], got {args.cpu_threads}")
     # `bench dlg,idlg` as --images is written was one unknown preset 'dlg,idlg'; `bench dlg dlg` ran dlg twice
     # and took the two for one row's medians
     names = each_once(args.presets) or [p.name for p in presets().values() if p.standard]
@@ -606,8 +623,6 @@ def cmd_runs(args) -> int:
                                 f"{args.out!r})")
         rest = [*rest, args.out] if rest else rest  # no id: said below, not the folder read as one
     limit = 50 if args.limit is None else args.limit
-    if not 1 <= limit <= 100_000:
-        raise ParamError("--limit", f"must be an integer in [1, 100000], got {limit}")
     takes = {"list": 0, "show": 1, "delete": 1, "export": 2}[action]
     if len(rest) > takes:  # `runs delete 1 2 3` deleted run 1 and said nothing of 2 and 3
         what = {0: "no id", 1: "one id", 2: "one id and a folder"}[takes]
@@ -931,7 +946,8 @@ def main(argv=None) -> int:
                         "sweep with --vary")
     p.add_argument("--vary", action="append", metavar="NAME=LOW..HIGH:N", help="a swept parameter (at most two); "
                    "log-spaced where the catalog says so; NAME=a,b,c for listed values")
-    p.add_argument("--seeds", type=int, help="seeds per point (the scenario's seed and the next ones)")
+    p.add_argument("--seeds", type=integer(1, MAX_SEEDS),
+                   help="seeds per point (the scenario's seed and the next ones)")
     p.add_argument("--images", help="comma-separated images: every point runs each")
     p.add_argument("--set", action="append", metavar="NAME=VALUE",
                    help="override a parameter of the swept scenario (repeatable)")
@@ -943,10 +959,11 @@ def main(argv=None) -> int:
     p.add_argument("--fresh", action="store_true", help="compute every run even when the run store holds it")
     p.add_argument("--backend", choices=("local", "ray"), help="local worker processes (default) or Ray tasks")
     p.add_argument("--address", help="the Ray cluster to use (default $LEAKDEMO_RAY_ADDRESS, else a local Ray)")
-    p.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
-    p.add_argument("--batch", type=int, help="DLG/iDLG/Inverting Gradients/DLM/DLM+ runs that differ only in seed, image "
-                   "and defense strength attacked as one vectorised program, at most this many (default: chosen "
-                   "from the sweep's size, the workers and the device; 1 = each run alone)")
+    p.add_argument("--workers", type=integer(1, MAX_WORKERS), help="local worker processes (default: one per core)")
+    p.add_argument("--batch", type=integer(1, MAX_BATCH),
+                   help="DLG/iDLG/Inverting Gradients/DLM/DLM+ runs that differ only in seed, image and defense "
+                        "strength attacked as one vectorised program, at most this many (default: chosen from the "
+                        "sweep's size, the workers and the device; 1 = each run alone)")
     p = sub.add_parser("record-gallery", help="record the built-in showcases and sweeps (assets/gallery.sqlite) anew")
     p.add_argument("--out", metavar="FILE", help="write them here instead")
     p.add_argument("--sweeps-only", dest="sweeps_only", action="store_true",
@@ -962,7 +979,7 @@ def main(argv=None) -> int:
                    help="list (the default): the newest runs, with their ids, results and when each picture reached 30 dB; show ID: one run's scenario and "
                         "figures; export ID DIR: write its files (as run --out does); delete ID")
     p.add_argument("rest", nargs="*", metavar="ID [DIR]", help="the run's id, from `runs list`; export's folder")
-    p.add_argument("--limit", type=int, help="list: how many of the newest runs (default 50)")
+    p.add_argument("--limit", type=integer(1, 100_000), help="list: how many of the newest runs (default 50)")
     p.add_argument("--json", action="store_true", help="list: as JSON (show always is)")
     p.add_argument("--out", metavar="DIR", help="export: the folder, as `run --out` names it (or give it after the id)")
     p = sub.add_parser("fidelity", help="one check per paper claim: the paper's figure beside ours, and a verdict")
@@ -977,7 +994,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", metavar="DEVICE[,DEVICE]",
                    help="auto, cpu or cuda; several (cpu,cuda) run every row on each, side by side, and say how "
                         "much sooner the GPU reached 30 dB")
-    p.add_argument("--cpu-threads", type=int, metavar="N", help="threads for the CPU rows (default: torch's)")
+    p.add_argument("--cpu-threads", type=integer(1, 256), metavar="N",
+                   help="threads for the CPU rows (default: torch's)")
     p.add_argument("--images", help="comma-separated images: one run per image, with medians")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     argv = sys.argv[1:] if argv is None else list(argv)

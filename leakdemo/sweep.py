@@ -35,6 +35,8 @@ from .words import value_text
 
 MAX_POINTS = 64
 MAX_BATCH = 256  # runs attacked as one program, at most (--batch)
+MAX_SEEDS = 16  # seeds per point, at most (--seeds)
+MAX_WORKERS = 64  # local worker processes, at most (--workers)
 # runs per program when the sweep chooses: enough to pay (4 runs cost 1.9× one on 2 CPU cores), few enough that
 # each worker reports at least ~3 times (points stream in as programs finish), more on a GPU
 AUTO_BATCH = {"cpu": 8, "cuda": 64}
@@ -295,14 +297,14 @@ class Sweep:
             raise LeakdemoError("sweep: at most two --vary axes (a grid over more is rarely readable)")
         if len({a.name for a in axes}) != len(axes):
             raise LeakdemoError("sweep: each --vary names a different parameter")
-        if not 1 <= seeds <= 16:
-            raise ParamError("seeds", f"must be an integer in [1, 16], got {seeds}")
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ParamError("seeds", f"must be an integer in [1, {MAX_SEEDS}], got {seeds}")
         if images is not None and not 1 <= len(images) <= 16:
             raise ParamError("images", f"give 1 to 16 images, got {len(images)}")
         if images is not None and any(a.name == "images" for a in axes):  # _resolve would put --images over the axis
             raise ParamError("images", "either vary images or give --images (every point runs each), not both")
-        if workers is not None and not 1 <= workers <= 64:
-            raise ParamError("workers", f"must be an integer in [1, 64], got {workers}")
+        if workers is not None and not 1 <= workers <= MAX_WORKERS:
+            raise ParamError("workers", f"must be an integer in [1, {MAX_WORKERS}], got {workers}")
         if batch is not None and not 1 <= batch <= MAX_BATCH:
             raise ParamError("batch", f"must be an integer in [1, {MAX_BATCH}], got {batch}")
         if backend not in ("local", "ray"):

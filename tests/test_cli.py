@@ -184,7 +184,12 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     (("sweep", "top-k"), "error: sweep: unknown sweep or preset 'top-k' (did you mean sweep-topk-pli?); "),
     # `--seeds 0` ran one seed per point without a word (0 read as "not given")
     (("sweep", "dlg", "--set", "defense=dp-gaussian", "--vary", "dp_sigma=0.1..1:2", "--seeds", "0"),
-     "error: seeds: must be an integer in [1, 16], got 0"),
+     "error: --seeds: must be an integer in [1, 16], got 0"),
+    # a word where a number goes: argparse's "invalid int value: 'abc'" said nothing of what it takes
+    (("runs", "list", "--limit", "abc"), "error: --limit: must be an integer in [1, 100000], got 'abc'"),
+    (("sweep", "sweep-dp-dlg", "--workers", "two"), "error: --workers: must be an integer in [1, 64], got 'two'"),
+    (("sweep", "sweep-dp-dlg", "--batch", "1e3"), "error: --batch: must be an integer in [1, 256], got '1e3'"),
+    (("bench", "dlg", "--cpu-threads", "all"), "error: --cpu-threads: must be an integer in [1, 256], got 'all'"),
     # an output that cannot be written is said before minutes of work, not in a traceback after them
     (("run", "dlg", "--out", "/proc/leakdemo-out"), "error: --out: cannot write '/proc/leakdemo-out' (creating a file in /proc failed: "),
     (("run", "dlg", "--out", __file__), "error: --out: '" + __file__ + "' is a file; give a folder"),
@@ -229,7 +234,7 @@ def test_a_reader_that_stops_early_ends_the_output_quietly():
 
 
 def test_a_subcommand_usage_error_points_to_that_subcommand_s_help():
-    r = cli("sweep", "dlg", "--seeds", "two")
+    r = cli("sweep", "dlg", "--seeds")
     assert r.returncode == 2 and r.stderr.strip().endswith("(see `python -m leakdemo sweep --help`)"), r.stderr
 
 

@@ -160,7 +160,7 @@ def test_a_bad_batch_size_is_one_line():
     r = subprocess.run([sys.executable, "-m", "leakdemo", "sweep", "dlg", "--vary", "dp_sigma=1e-4,1",
                         "--set", "defense=dp-gaussian", "--batch", "300"], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
-    assert r.returncode == 2 and r.stderr.strip() == "error: batch: must be an integer in [1, 256], got 300"
+    assert r.returncode == 2 and r.stderr.strip() == "error: --batch: must be an integer in [1, 256], got 300"
 
 
 def test_grouping_a_sweep_s_runs_never_loads_torch():
