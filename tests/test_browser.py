@@ -442,7 +442,8 @@ SIDEBAR_CHOICES = """() => [...document.querySelectorAll('[data-testid="stSideba
 def test_a_page_visited_and_left_comes_back_as_it_was_left(server, browser):
     """Streamlit drops a widget's value when a run does not draw it: back from Trade-offs and Compare, the Lab's
     sidebar read preset agic, DLG on FedSGD, with cafe's 40 images and 2000 iterations and Run blocked; the
-    Trade-offs page came back on the DP sweep, Compare on its two showcases."""
+    Trade-offs page came back on the DP sweep, Compare on its two showcases. Each page's title stands where the
+    others' do (the Catalog's dropped 60 px)."""
     page = open_lab(browser, server, "preset=cafe&seed=3", size=(1280, 800))
     box = page.get_by_role("spinbutton", name="Iterations", exact=True)
     box.fill("50")  # a choice of the user's own, not the link's
@@ -450,10 +451,13 @@ def test_a_page_visited_and_left_comes_back_as_it_was_left(server, browser):
     page.get_by_text("Scenario: preset cafe").first.wait_for(timeout=30_000)
     page.wait_for_function("() => location.search.includes('iterations=50')", timeout=30_000)
 
+    tops = {}
+
     def visit(title, heading):
         page.locator('[data-testid="stSidebarNav"]').get_by_role("link", name=title).click()
         page.get_by_role("heading", name=heading).wait_for(timeout=60_000)
         page.wait_for_timeout(1500)
+        tops[title] = page.get_by_role("heading", name=heading).bounding_box()["y"]
 
     visit("Trade-offs", "Defense trade-offs")
     sweep = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
@@ -481,6 +485,8 @@ def test_a_page_visited_and_left_comes_back_as_it_was_left(server, browser):
     page.wait_for_function("() => location.search === '?sweep=sweep-topk-pli'", timeout=30_000)
     visit("Compare", "Compare and replay")
     page.wait_for_function("() => decodeURIComponent(location.search) === '?runs=g1,g2,g3'", timeout=30_000)
+    visit("Catalog", "Catalog")
+    assert len(set(tops.values())) == 1, tops
     assert_no_traceback(page)
     page.close()
 

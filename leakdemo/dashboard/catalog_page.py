@@ -7,6 +7,7 @@ from .. import catalog
 from ..params import number_text
 from ..scenario import presets
 from ..sweeps import sweeps
+from .shared import PAGE_TOP_CSS
 
 
 def _params_table(params) -> None:
@@ -44,6 +45,7 @@ def _cell(text: str) -> str:
 TABLE = "[data-testid='stMarkdownContainer'] table"
 PARAMS = "[data-testid='stExpanderDetails'] " + TABLE
 CSS = f"""<style>
+{PAGE_TOP_CSS}
 {TABLE} td {{overflow-wrap: normal;}}
 @media (max-width: 640px) {{
   {TABLE}, {TABLE} tbody, {TABLE} tr, {TABLE} td {{display: block; width: 100%;}}

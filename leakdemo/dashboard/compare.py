@@ -21,7 +21,7 @@ from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
 from ..words import fixed, plural, small_figure
-from .shared import KEEP, held, keep_link, psnr_bars, run_pool, same_page_as_before
+from .shared import KEEP, PAGE_TOP_CSS, held, keep_link, psnr_bars, run_pool, same_page_as_before
 
 MAX_RUNS = 4
 TICK = 0.25  # seconds between replay frames
@@ -46,7 +46,7 @@ def _runs_grid_css() -> str:
 
 CSS = f"""
 <style>
-.block-container {{padding-top: 2.2rem;}}
+{PAGE_TOP_CSS}
 {IMAGE_CSS}
 [data-testid="stImage"] img {{max-height: 46vh; object-fit: contain;}}
 {_runs_grid_css()}

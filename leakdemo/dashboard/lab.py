@@ -30,9 +30,9 @@ from .pictures import IMAGE_CSS, ORIGINAL_COLOR, RECON_COLOR
 from .compare import MAX_RUNS as MAX_COMPARED
 from .pool import CONFIG_PROBLEMS, WAITS_FOR_BUILD
 from .server_disk import check_disk, disk_problem
-from .shared import (KEEP, SIDEBAR_CHOICES_CSS, hardware, held, held_index, history_step, ignored_line, keep_link,
-                     line_under_buttons, link_now, mark_link, note_drawn, polled, psnr_bars, queue_line, run_pool,
-                     setup_line, stacked_when_narrow, tab_alive, undo_stale_echoes)
+from .shared import (KEEP, PAGE_TOP_CSS, SIDEBAR_CHOICES_CSS, hardware, held, held_index, history_step, ignored_line,
+                     keep_link, line_under_buttons, link_now, mark_link, note_drawn, polled, psnr_bars, queue_line,
+                     run_pool, setup_line, stacked_when_narrow, tab_alive, undo_stale_echoes)
 from .views import agic, logits, vfl
 from .views import images as images_view
 
@@ -52,7 +52,7 @@ FIGURE_WIDTHS = (1, 0.85, 1, 1.15, 1)
 NARROW_MAIN_PX = 550
 CSS = f"""
 <style>
-.block-container {{padding-top: 2.2rem;}}
+{PAGE_TOP_CSS}
 h1 {{font-size: 2.3rem !important;}}
 .ld-orig {{color: {ORIGINAL_COLOR}; font-weight: 700; font-size: 1.15rem;}}
 .ld-recon {{color: {RECON_COLOR}; font-weight: 700; font-size: 1.15rem;}}

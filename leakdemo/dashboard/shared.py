@@ -229,6 +229,11 @@ def leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
+# Every page's title at one height, nearer the top than Streamlit's 6 rem (the Catalog kept Streamlit's: moving to
+# it from another page, its title dropped 60 px)
+PAGE_TOP_CSS = ".block-container {padding-top: 2.2rem;}"
+
+
 # A sidebar choice's list opens wider than its 240-px box, so each option reads whole ("Vertical FL — parties hold
 # slices of eve", "agic-multiround — AGIC over two epochs — matching and j" were cut at its edge), and a name the
 # box, or the list on a phone, still cannot hold ends in "…" rather than mid-word (an option's text sits in a flex

@@ -31,7 +31,7 @@ from ..words import meant_question, plural, small_figure, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .server_disk import check_disk
-from .shared import (KEEP, SIDEBAR_CHOICES_CSS, held, held_index, history_step, ignored_line, keep_link,
+from .shared import (KEEP, PAGE_TOP_CSS, SIDEBAR_CHOICES_CSS, held, held_index, history_step, ignored_line, keep_link,
                      line_under_buttons, link_now, mark_link, note_drawn, run_pool, stacked_when_narrow, tab_alive,
                      undo_stale_echoes)
 from .state import Ignored, one_each, to_query
@@ -51,7 +51,7 @@ STRIP_PER_ROW = 10  # most pictures per row of the strip: each fills its column 
 COLORS = ("#2471a3", "#8e44ad", "#16a085", "#d35400", "#7f8c8d")
 CSS = f"""
 <style>
-.block-container {{padding-top: 2.2rem;}}
+{PAGE_TOP_CSS}
 {IMAGE_CSS}
 /* a strip's row: its pictures share the width down to 64 px each, then wrap onto another row. (Columns that
    do not wrap keep 128 px each, and a strip of ten ran off a 1280-px screen: six seen, the strongest defenses
