@@ -145,11 +145,10 @@ def _scenario_words(params: dict) -> list[str]:
 
 
 def _result_words(finished, params: dict) -> str:
-    from .catalog import step_noun
-    from .words import fixed, plural
+    from .catalog import steps_taken
+    from .words import fixed
     m = finished.metrics
-    after = ("stopped after " if finished.status == "stopped" else "after ") + plural(finished.iterations,
-                                                                                       step_noun(params))
+    after = ("stopped after " if finished.status == "stopped" else "after ") + steps_taken(params, finished.iterations)
     if m.get("attack_accuracy") is not None:
         return (f"attack accuracy {m['attack_accuracy']:.0%} ({sum(m['success'])} of {len(m['success'])} "
                 f"classes) {after}")

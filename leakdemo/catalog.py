@@ -1069,6 +1069,17 @@ def step_noun(p: dict) -> str:
     return "inversion epoch" if p.get("protocol") in LOGIT_PROTOCOLS else "iteration"
 
 
+def steps_taken(p: dict, n: int) -> str:
+    """'300 iterations'; for PLI and TBI, which train on each round's logits in turn, a whole run's count says
+    how it came about: 'Finished after 500 inversion epochs' read as a mistake under a sidebar saying 100 (the
+    epochs on each of the 5 rounds)."""
+    each, rounds = p.get("inversion_epochs"), p.get("rounds", 1)
+    said = plural(n, step_noun(p))
+    if step_noun(p) == "inversion epoch" and rounds > 1 and each and n == each * rounds:
+        said += f" ({each} on each of the {rounds} rounds' logits)"
+    return said
+
+
 def private_images(p) -> int:
     """How many private images a scenario's client holds (what the attack must rebuild)."""
     return p["target_classes"] if p["protocol"] in LOGIT_PROTOCOLS else settings.private_batch(p)[0]

@@ -325,8 +325,8 @@ def _summary(ev: Finished, p: dict) -> str:
     word = "Finished" if ev.status == "finished" else "Stopped"
     if "attack_accuracy" in m:  # logit sharing: judged by its attack accuracy; it recovers no labels
         head = (f"{word}: attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{len(m['success'])} "
-                f"target classes), {plural(ev.iterations, 'inversion epoch')} in {ev.seconds:.1f} s\n  against each target class's "
-                f"mean private image: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}")
+                f"target classes), {catalog.steps_taken(p, ev.iterations)} in {ev.seconds:.1f} s\n  against each "
+                f"target class's mean private image: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}")
     else:
         head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}, label accuracy {la}, "
                 f"{plural(ev.iterations, 'iteration')} in {ev.seconds:.1f} s")

@@ -829,8 +829,10 @@ def test_the_attack_s_stage_shows_while_it_runs_and_not_after():
     done = AppTest.from_function(_stage_page, args=("finished",), default_timeout=60).run()
     assert not done.exception and not done.get("progress")
     said = " ".join(c.value for c in done.caption) + " ".join(s.value for s in done.success)
-    assert "Finished** after 50 inversion epochs in 4.6 s" in said and "compiled the objective" in said
-    assert "round" not in said
+    # the whole run's count says how it came about: "after 50 inversion epochs" under a sidebar saying 10
+    assert "Finished** after 50 inversion epochs (10 on each of the 5 rounds' logits) in 4.6 s" in said, said
+    assert "compiled the objective" in said
+    assert "round 3" not in said and "new logits" not in said  # the stage is gone
 
 
 def test_the_quality_chart_reads_ssim_from_0_to_1_and_the_loss_in_powers_of_ten():

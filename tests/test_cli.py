@@ -372,6 +372,10 @@ def test_downloaded_pictures_say_what_they_show():
     assert _scenario_words(params) == ["DLG on FedSGD · no defense"]
     assert layout_words(2, params) == "top: the private images (never sent) · below: what the server rebuilt"
     assert _result_words(fin, params) == "PSNR 31.2 dB, SSIM 0.900 after 100 iterations"
+    pli = from_preset("pli", {"inversion_epochs": 100}).params  # 5 rounds: "500" alone read as a mistake
+    accuracy = Finished("finished", {"attack_accuracy": 0.8, "success": [True] * 8 + [False] * 2}, final, 9.0, 500)
+    assert _result_words(accuracy, pli) == ("attack accuracy 80% (8 of 10 classes) after 500 inversion epochs (100 on "
+                                           "each of the 5 rounds' logits)")
     grid = np.asarray(Image.open(io.BytesIO(files["grid.png"])).convert("RGB"))
     pair = pair_grid(originals, final, psnr=[30.0, 32.5])
     left = (grid.shape[1] - pair.shape[1]) // 2  # a narrow pair is centred over its caption

@@ -677,7 +677,8 @@ def run_view(handle, settling: bool = False) -> None:
         word = "Finished" if status == "finished" else "Stopped"
         noun = catalog.step_noun(handle.scenario.params)
         when = milestones.sentence(getattr(fin, "history", None), fin.metrics, status == "finished", noun)
-        st.success(f"**{word}** after {plural(fin.iterations, noun)} in {fin.seconds:.1f} s."
+        st.success(f"**{word}** after {catalog.steps_taken(handle.scenario.params, fin.iterations)} in "
+                   f"{fin.seconds:.1f} s."
                    + (f" {when}" if when else "")
                    + (f" The attack {fin.metrics['note']}." if fin.metrics.get("note") else ""),
                    icon=":material/check_circle:")
