@@ -171,6 +171,9 @@ def resolve(base: Mapping[str, Any] | None = None, overrides: Mapping[str, Any] 
             raise ParamError(name, f"{str(e).removeprefix(name + ': ')} ({origin}; set {name} too when switching to "
                              f"protocol={protocol})") from None
     values["protocol"], values["attack"], values["defense"] = protocol, attack, defense
+    if "images" in values:  # one spelling of a list: `coffee, rocket` and `,,` ran as `coffee,rocket` and as none
+        # named, but were kept as typed — another run in the store, and `,,` listed as a change from the preset
+        values["images"] = ",".join(x.strip() for x in values["images"].split(",") if x.strip())
     for comp in catalog.components(protocol, attack, defense):
         if comp.check is not None:
             comp.check(values)

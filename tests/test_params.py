@@ -251,6 +251,18 @@ def test_a_recorded_run_says_what_it_changed_from_its_preset():
     assert changed_settings(switch(from_preset("dlg"), "protocol", "vfl")[0].params, "dlg") == {}  # not 16 px, …
 
 
+def test_a_list_of_images_has_one_spelling():
+    """`--set "images=coffee, rocket"` ran as coffee,rocket but was kept as typed: another run in the store than
+    the same batch named without the space, and `images=,,` (none named: the seed picks) listed in `runs list`
+    as a change from the preset."""
+    from leakdemo.scenario import changed_settings
+    spaced = from_preset("invgrad", {"images": " coffee , rocket,", "batch_size": 2})
+    assert spaced["images"] == "coffee,rocket"
+    assert spaced.params == from_preset("invgrad", {"images": "coffee,rocket", "batch_size": 2}).params
+    digits = from_preset("dlg", {"data": "digits", "images": ",,"})
+    assert digits["images"] == "" and changed_settings(digits.params, "dlg") == {"data": "digits"}
+
+
 def test_more_named_images_than_the_batch_holds_run_the_first_ones():
     """A batch of four cut to one in the Lab, the small end of a batch-size sweep, a round of eight clients cut
     to two: the batch starts with the named images, takes the first ones and says which it left out — the
