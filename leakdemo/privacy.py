@@ -32,10 +32,9 @@ def releases(p: dict) -> int:
 
 
 def _named(defense: str) -> str:
-    """The catalog's name ("Magnitude pruning", not "prune"), in lower case: it follows "no formal guarantee:"."""
-    from .catalog import defense_name
-    name = defense_name(defense)
-    return name[:1].lower() + name[1:]
+    """The catalog's name ("magnitude pruning", not "prune") as mid-sentence has it: it follows "this defense"."""
+    from .catalog import defense_name, in_sentence
+    return in_sentence(defense_name(defense))
 
 
 def guarantee(p: dict) -> dict:

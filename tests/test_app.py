@@ -106,6 +106,17 @@ def test_defense_parameters_appear_with_the_defense():
     assert "DLG on LeNet, against Gaussian noise (noise σ = 0.1, clip norm off), 1 private image" in scenario
 
 
+def test_the_scenario_line_names_a_defense_as_a_sentence_does():
+    """It read 'DLG on LeNet, against Magnitude pruning (…)', 'against Top-k only (k = 1)': the sidebar's
+    capitalised titles in mid-sentence. Gauss and Laplace keep their capitals."""
+    for query, words in (({"preset": "dlg", "defense": "prune"}, ", against magnitude pruning (pruned fraction = 0.5)"),
+                         ({"preset": "pli", "defense": "top-k"}, ", against top-k only (k = 1), "),
+                         ({"preset": "cafe", "defense": "fake-gradients"}, ", against fake gradients (fake σ = "),
+                         ({"preset": "dlg", "defense": "dp-laplace"}, ", against Laplace noise (noise scale b = ")):
+        scenario = next(c.value for c in lab(**query).caption if c.value.startswith("Scenario:"))
+        assert words in scenario, scenario
+
+
 def test_widgets_bound_their_values():
     at = lab(preset="dlg")
     w = widget(at, "Iterations")

@@ -365,6 +365,11 @@ def test_your_runs_are_named_as_people_say_them(store_path):
     labels = _choices({"r": store})
     assert ", stopped after 40 iterations (" in labels[f"r{rid4}"], labels[f"r{rid4}"]
     assert "stopped" not in labels[f"r{rid}"]
+    # a defense in mid-label is named as a sentence names it ('Magnitude pruning' read as a new heading)
+    pruned = {**run.scenario, "params": {**params, "defense": "prune", "prune_ratio": 0.5}}
+    rid5 = store.record("k5", "lab", pruned, run.started, run.finished, run.keyframes)
+    assert f"Run #{rid5} · DLG on FedSGD, magnitude pruning (pruned fraction = 0.5), " in \
+        _choices({"r": store})[f"r{rid5}"]
 
 
 def test_runs_side_by_side_say_what_tells_them_apart():
@@ -436,7 +441,7 @@ def test_the_defenses_form_s_runs_can_be_stopped(store_path):
     assert not at.exception and not at.session_state["c_pending"]
     assert all(h.stop_requested for h in pending)
     assert [i.value for i in at.info if i.value.startswith("Stopped")] == [
-        "Stopped the runs under No defense and Gaussian noise (DP-style); runs that had finished stay in the "
+        "Stopped the runs under no defense and Gaussian noise (DP-style); runs that had finished stay in the "
         "comparison."]
     assert not next(b for b in at.button if b.label == "Run them").disabled and at.button(key="c_stop").disabled
 

@@ -109,7 +109,7 @@ def your_runs(store, named=()) -> dict[str, str]:
         # a run stopped early read as one that finished: its figure is of the picture when Stop was pressed
         stopped = (f", stopped after {plural(r['iterations'] or 0, catalog.step_noun(p))}"
                    if r["status"] == "stopped" else "")
-        out[ref] = (f"{called(ref)} · {catalog.headline(p)}, {catalog.defense_phrase(p)}"
+        out[ref] = (f"{called(ref)} · {catalog.headline(p)}, {catalog.in_sentence(catalog.defense_phrase(p))}"
                     f"{', ' + changed if changed else ''}{psnr}{stopped} ({when}, {r['source']})")
     return out
 
@@ -225,7 +225,7 @@ def _stop_defenses() -> None:
         h.stop()
     st.session_state["c_pending"] = []
     if pending:
-        names = [catalog.DEFENSES[d].title for d, _ in pending]
+        names = [catalog.in_sentence(catalog.DEFENSES[d].title) for d, _ in pending]
         listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
         st.session_state["c_note"] = (f"Stopped the runs under {listed}; runs that had finished stay in the "
                                       "comparison.")
@@ -288,8 +288,9 @@ def _collect(sources: dict) -> None:
         st.session_state.setdefault("c_ref_defense", {})[f"r{run_id}"] = d
         shown = st.session_state.get("c_runs") or []
         if len(shown) >= MAX_RUNS:  # runs picked meanwhile fill the picker: a fifth crashed the page
-            st.session_state["c_note"] = (f"The run under {catalog.DEFENSES[d].title} finished (Run #{run_id}), but "
-                                          f"{MAX_RUNS} runs are compared already: remove one, then pick it from the list.")
+            under = catalog.in_sentence(catalog.DEFENSES[d].title)
+            st.session_state["c_note"] = (f"The run under {under} finished (Run #{run_id}), but {MAX_RUNS} runs are "
+                                          "compared already: remove one, then pick it from the list.")
             continue
         _set_runs(in_form_order(shown + [f"r{run_id}"], st.session_state["c_ref_defense"],
                                 st.session_state.get("c_order") or []))
@@ -556,7 +557,7 @@ def told_apart(runs: list[tuple[dict, str | None]]) -> list[str]:
 
 def _what(p: dict) -> str:
     """'DLG on FedSGD, Gaussian noise' for a run's parameters (or a run store's row of them)."""
-    return f"{catalog.headline(p)}, {catalog.defense_name(p.get('defense', 'none'))}"
+    return f"{catalog.headline(p)}, {catalog.in_sentence(catalog.defense_name(p.get('defense', 'none')))}"
 
 
 def _table(runs) -> None:

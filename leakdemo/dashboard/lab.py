@@ -930,7 +930,8 @@ def run_buttons(scenario, problem, uploads) -> None:
             what = plural(catalog.private_images(scenario), "private image")
             if round_clients(scenario) > 1:
                 what = f"{plural(scenario['clients'], 'client')} with {plural(scenario['batch_size'], 'private image')} each"
-        defended = "" if scenario["defense"] == "none" else f", against {catalog.defense_phrase(scenario)}"
+        defended = ("" if scenario["defense"] == "none"  # mid-sentence: 'against magnitude pruning', not 'Magnitude'
+                    else f", against {catalog.in_sentence(catalog.defense_phrase(scenario))}")
         head, tail = preset_words(scenario)
         # a link holds settings, not photos: opened elsewhere, it ran the built-in ones and said it reproduced this
         kept = (" The link in the address bar keeps these settings, not your photos." if uploads else
