@@ -556,7 +556,13 @@ def test_link_values_that_only_fit_together_are_all_accepted():
     s, ignored = state.from_query({"preset": "cafe", "n_samples": "24", "batch_size": "6"})
     assert ignored == [] and s["n_samples"] == 24 and s["batch_size"] == 6
     s, ignored = state.from_query({"preset": "cafe", "n_samples": "24"})  # batch 40 > 24: reported
-    assert s["n_samples"] == 200 and ignored[0].text.startswith("batch_size: must be at most n_samples")
+    # as the value the link gave and the page dropped, the preset's rule it broke as the reason: it read
+    # "Ignored from the link: batch_size: … Using the default instead.", as if batch_size had been dropped
+    assert s["n_samples"] == 200 and s["batch_size"] == 40
+    assert ignored == [state.Ignored("n_samples=24 (batch_size: must be at most n_samples (24), got 40)")]
+    s, ignored = state.from_query({"preset": "pli", "data": "digits"})  # the preset's 10 target classes of 10
+    assert s["data"] == "faces" and ignored[0].text.startswith("data=digits (target_classes: must be below the "
+                                                               "number of classes (10)"), ignored
 
 
 def test_logit_sharing_offers_pli_and_checks_its_data_in_the_sidebar():

@@ -85,7 +85,14 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
                 resolve(base, trial, preset=name)
                 accepted = trial
             except LeakdemoError as e:
-                errors[key] = Ignored(e.short, not e.foreign) if isinstance(e, ParamError) else Ignored(str(e))
+                if not isinstance(e, ParamError):
+                    errors[key] = Ignored(str(e))
+                elif e.name == key:
+                    errors[key] = Ignored(e.short, not e.foreign)
+                else:  # refused for another parameter's sake: named as given, with the other one's rule as why
+                    # (`?preset=cafe&n_samples=10` read "Ignored: batch_size: must be at most n_samples (10), got
+                    # 40. Using the default instead.", as if batch_size had gone, where n_samples went back to 200)
+                    errors[key] = Ignored(f"{key}={query[key]} ({e.short})")
                 left.append(key)
         if len(left) == len(keys):
             break
