@@ -180,6 +180,19 @@ def test_a_links_scenario_values_that_do_not_fit_are_dropped_and_said_not_left_t
     assert "trials" not in at.query_params
     at.selectbox(key="t_preset").set_value("dlg").run()  # and back: the link's value applies again
     assert at.query_params["trials"] in ("2", ["2"]) and not at.button[0].disabled
+
+
+def test_a_links_value_that_breaks_one_of_the_preset_s_own_is_dropped_and_said():
+    """`n_samples=10` under cafe's batches of 40: the error named batch_size, which no widget here sets, and
+    blocked Run. The link's values are now taken one at a time, as the Lab takes them: the one that does not fit
+    is dropped and said, as given, with the rule it broke; the others stay."""
+    at = page(sweep="custom", preset="cafe", defense="fake-gradients", vary="fake_sigma=0.1..10:3", n_samples="10",
+              image_size="32")
+    assert not at.exception and not at.error and not at.button[0].disabled
+    assert [w.value for w in at.warning] == [
+        "Ignored from the link: n_samples=10 (batch_size: must be at most n_samples (10), got 40). Using the "
+        "default instead."]
+    assert "n_samples" not in at.query_params and at.query_params["image_size"] in ("32", ["32"])
     at = page(sweep="sweep-prune-dlg", iterations="50")
     assert [w.value for w in at.warning] == ["Ignored from the link: iterations (a built-in sweep sets its own "
                                              "scenario; sweep=custom takes them)."]

@@ -33,6 +33,40 @@ def one_each(link) -> tuple[dict[str, str], dict[str, str]]:
     return query, notes
 
 
+def refused(key: str, value, e: LeakdemoError) -> Ignored:
+    """Why a link's `key=value` was dropped. A value refused for another parameter's sake is named as given, with
+    the other one's rule as why: `?preset=cafe&n_samples=10` read "Ignored from the link: batch_size: must be at
+    most n_samples (10), got 40. Using the default instead.", as if batch_size had gone, where n_samples went
+    back to 200."""
+    if not isinstance(e, ParamError):
+        return Ignored(str(e))
+    if e.name == key:
+        return Ignored(e.short, not e.foreign)
+    return Ignored(f"{key}={value} ({e.short})")
+
+
+def one_by_one(check, values: dict) -> tuple[dict, dict[str, Ignored]]:
+    """The link's values that `check` (values -> None, raising LeakdemoError) accepts, added one at a time, and
+    why each other one was refused. Values that only fit together (n_samples=24 with batch_size=6) get another
+    pass, as long as one more fits."""
+    accepted, errors, keys = {}, {}, list(values)
+    while keys:
+        left = []
+        for key in keys:
+            trial = {**accepted, key: values[key]}
+            try:
+                check(trial)
+                accepted = trial
+                errors.pop(key, None)  # refused on an earlier pass, taken on this one
+            except LeakdemoError as e:
+                errors[key] = refused(key, values[key], e)
+                left.append(key)
+        if len(left) == len(keys):
+            break
+        keys = left
+    return accepted, errors
+
+
 def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
     """The scenario a shared URL describes. Bad values fall back to defaults and are reported, not fatal."""
     ignored = []
@@ -77,26 +111,8 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
         except LeakdemoError:
             errors.clear()
             break
-    while keys:  # values that only fit together (n_samples=24 with batch_size=6) get another pass
-        left = []
-        for key in keys:
-            trial = {**accepted, key: query[key]}
-            try:
-                resolve(base, trial, preset=name)
-                accepted = trial
-            except LeakdemoError as e:
-                if not isinstance(e, ParamError):
-                    errors[key] = Ignored(str(e))
-                elif e.name == key:
-                    errors[key] = Ignored(e.short, not e.foreign)
-                else:  # refused for another parameter's sake: named as given, with the other one's rule as why
-                    # (`?preset=cafe&n_samples=10` read "Ignored: batch_size: must be at most n_samples (10), got
-                    # 40. Using the default instead.", as if batch_size had gone, where n_samples went back to 200)
-                    errors[key] = Ignored(f"{key}={query[key]} ({e.short})")
-                left.append(key)
-        if len(left) == len(keys):
-            break
-        keys = left
+    if keys:
+        accepted, errors = one_by_one(lambda values: resolve(base, values, preset=name), {k: query[k] for k in keys})
     ignored += [errors[k] for k in order if k in errors]
     scenario = resolve(base, accepted, preset=name)
     if "images" in accepted:  # what only the data can say (an unknown photo): the gallery would drop it unsaid

@@ -34,7 +34,7 @@ from .server_disk import check_disk
 from .shared import (KEEP, PAGE_TOP_CSS, SIDEBAR_CHOICES_CSS, held, held_index, history_step, ignored_line, keep_link,
                      line_under_buttons, link_now, mark_link, note_drawn, run_pool, stacked_when_narrow, tab_alive,
                      undo_stale_echoes)
-from .state import Ignored, one_each, to_query
+from .state import Ignored, one_by_one, one_each, to_query
 from .sweep_job import SweepJob, pool_runner
 
 CUSTOM = "custom"
@@ -190,7 +190,11 @@ def _fitting(preset: str, defense: str, extra: dict) -> tuple[dict, list[Ignored
             load(preset, {**kept, "defense": defense})
             break
         except ParamError as e:
-            if e.name not in kept:  # not one of the link's values: build() will say it on the page
+            if e.name not in kept:  # refused for another value's sake (n_samples=10 under cafe's batches of 40):
+                # the link's values one at a time, as the Lab takes them — that error blocked Run, naming a
+                # parameter (batch_size) that no widget here sets
+                kept, errors = one_by_one(lambda values: load(preset, {**values, "defense": defense}), kept)
+                dropped += [errors[k] for k in extra if k in errors]
                 break
             dropped.append(Ignored(e.short, not e.foreign))
             del kept[e.name]
