@@ -872,10 +872,15 @@ def cmd_record_gallery(args) -> int:
 # ---------------------------------------------------------------- entry point
 
 
-def check_output(path: str | None, option: str, folder: bool) -> None:
+RUN_FILES = ("grid.png", "progress.gif", "metrics.json", "history.csv", "scenario.json", "matching.png")
+SWEEP_FILES = ("sweep.csv", "sweep.json", "tradeoff.png", "strip.png")
+
+
+def check_output(path: str | None, option: str, folder: bool, files: tuple = ()) -> None:
     """An output path that cannot be written is said before the work starts (a run or a sweep can take
     minutes), in one line naming the option. Nothing is left behind: the check writes a temporary file in
-    the folder that would hold the output (or the nearest existing parent of a folder to be created)."""
+    the folder that would hold the output (or the nearest existing parent of a folder to be created).
+    files: the names a folder output writes; one of them there as a folder failed only once the work was done."""
     if path is None:
         return
     if not path.strip():  # `--out "$DIR"` with DIR unset ran, and wrote nothing anywhere
@@ -899,9 +904,14 @@ def check_output(path: str | None, option: str, folder: bool) -> None:
         # the folder exists: say what failed in it ("/proc: No such file or directory" read as if /proc were missing)
         raise ParamError(option, f"cannot write {path!r} (creating a file in {parent} failed: "
                                  f"{e.strerror or e})") from None
+    for name in files if folder else ():
+        there = os.path.join(where, name)
+        if os.path.isdir(there) or (os.path.exists(there) and not os.access(there, os.W_OK)):
+            why = "a folder" if os.path.isdir(there) else "a file that cannot be overwritten"
+            raise ParamError(option, f"cannot write {os.path.join(path, name)!r}: it is {why}")
 
 
-OUTPUTS = {"run": [("out", "--out", True)], "sweep": [("out", "--out", True)],
+OUTPUTS = {"run": [("out", "--out", True, RUN_FILES)], "sweep": [("out", "--out", True, SWEEP_FILES)],
            "record-gallery": [("out", "--out", False)], "fidelity": [("out", "--out", False)],
            "bench": [("json", "--json", False)]}
 
@@ -1009,12 +1019,12 @@ def main(argv=None) -> int:
     if extra:  # reported by the subcommand, so the hint names its own --help
         sub.choices[args.cmd].error(_unknown(extra, args.cmd, argv))
     try:
-        for attr, option, folder in OUTPUTS.get(args.cmd, []):
-            check_output(getattr(args, attr), option, folder)
+        for attr, option, folder, *files in OUTPUTS.get(args.cmd, []):
+            check_output(getattr(args, attr), option, folder, *files)
         if args.cmd == "runs" and args.action == "export" and len(args.rest) >= 2:
-            check_output(args.rest[1], "runs export DIR", True)
+            check_output(args.rest[1], "runs export DIR", True, RUN_FILES)
         if args.cmd == "runs" and args.action == "export" and args.out is not None:
-            check_output(args.out, "--out", True)
+            check_output(args.out, "--out", True, RUN_FILES)
         return {"list": cmd_list, "run": cmd_run, "runs": cmd_runs, "sweep": cmd_sweep, "record-gallery": cmd_record_gallery, "bench": cmd_bench,
                 "fidelity": cmd_fidelity}[args.cmd](args)
     except LeakdemoError as e:

@@ -223,6 +223,17 @@ def test_bad_input_is_one_line_exit_2(args, starts):
     assert r.stdout == ""  # nothing started
 
 
+@pytest.mark.parametrize("args, name", [(("run", "dlg"), "metrics.json"), (("sweep", "sweep-dp-dlg"), "strip.png")])
+def test_an_output_file_s_name_taken_by_a_folder_is_said_before_the_work(tmp_path, args, name):
+    # the folder could be written, so the run went ahead; its files came only at the end, and then
+    # "error: out/metrics.json: Is a directory" (no --out: prefix) after the minutes it had taken
+    (tmp_path / name).mkdir()
+    r = cli(*args, "--out", str(tmp_path))
+    assert r.returncode == 2
+    assert r.stderr == f"error: --out: cannot write {str(tmp_path / name)!r}: it is a folder\n"
+    assert r.stdout == ""  # nothing started
+
+
 def test_a_reader_that_stops_early_ends_the_output_quietly():
     """`list | head -1`: the pipe closes while the catalog is still being written. That printed `error: [Errno
     32] Broken pipe` and exited 2, as if the command had failed; `git log | head` says nothing."""
