@@ -1041,13 +1041,18 @@ READ_ONLY_WHEN = {
     "lr_step1": ("solver", lambda v: v == "sgd", "solver=sgd, as least squares solves Step I exactly"),
     "secure_aggregation": ("clients", lambda v: v > 1, "clients ≥ 2, as one client's average is its own gradient"),
 }
+# the same for a parameter that only some protocols leave unread: a logit federation's identities J are the faces'
+# (digits have 10): Classes J stood at 40 beside PLI on digits, as if it counted
+READ_ONLY_WHEN_ON = {("num_classes", p): ("data", lambda v: v == "faces", "data=faces, as digits always have 10 "
+                                          "classes") for p in LOGIT_PROTOCOLS}
 
 
 def without_effect(p, name: str) -> str | None:
     """Why parameter `name` changes nothing in scenario `p`, or None where it is read."""
-    if name not in READ_ONLY_WHEN:
+    rule = READ_ONLY_WHEN.get(name) or READ_ONLY_WHEN_ON.get((name, p.get("protocol")))
+    if rule is None:
         return None
-    on, reads, words = READ_ONLY_WHEN[name]
+    on, reads, words = rule
     value = p.get(on)
     if value is None or reads(value):
         return None

@@ -300,6 +300,11 @@ def test_a_parameter_set_where_the_scenario_does_not_read_it_is_said(tmp_path):
         "it is read only when solver=sgd, as least squares solves Step I exactly (here solver=least-squares)")
     assert not any("changes nothing" in w for w in load("cafe", {"lr_step1": 0.5, "solver": "sgd"}).warnings)
     assert load("dlm", {"shuffle": False}).warnings[0].startswith("shuffle=False changes nothing")
+    assert load("pli-digits", {"num_classes": 20}).warnings[0] == ("num_classes=20 changes nothing: it is read only "
+                                                                   "when data=faces, as digits always have 10 classes "
+                                                                   "(here data=digits)")
+    assert not any("changes nothing" in w for w in load("pli", {"num_classes": 20}).warnings)
+    assert not any("changes nothing" in w for w in load("dlg", {"data": "digits", "num_classes": 20}).warnings)
     path = tmp_path / "s.json"
     path.write_text(load("dlg", {"model": "mlp"}).to_json())
     assert not any("changes nothing" in w for w in load(str(path), {"seed": 2}).warnings)

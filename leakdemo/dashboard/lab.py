@@ -301,7 +301,7 @@ def sidebar() -> tuple:
         uploads = []
         for p in groups.get("data", []):
             if p.name not in ("data", "image_size"):
-                param_widget(p, sb)
+                param_widget(p, sb, unread(p))
     else:
         source = st.session_state.get("w_data", s["data"])
         if st.session_state.get("images_source", source) != source:  # names belong to their source
