@@ -1,15 +1,17 @@
 """A protocol, attack or defense switched as the Lab's sidebar switches it: the new component with its own
-defaults, the values both take kept. The engine's, not the page's: the run store reads a run switched in the Lab
-against the same switch (what it changed beyond the new protocol's defaults), and the page's links are read
-through it."""
+defaults, the values both take kept; and a source of data switched, with what it refuses made to fit. The
+engine's, not the page's: the run store reads a run switched in the Lab against the same switch (what it changed
+beyond the new protocol's defaults), and the page's links are read through it."""
 from __future__ import annotations
 
 import re
 
 from . import catalog
 from .errors import ParamError
-from .scenario import Scenario, resolve
+from .scenario import Scenario, presets, resolve
 from .words import value_text
+
+COMPONENTS = ("protocol", "attack", "defense")
 
 
 def switch(current: Scenario, name: str, value) -> tuple[Scenario, list[str]]:
@@ -40,17 +42,53 @@ def switch(current: Scenario, name: str, value) -> tuple[Scenario, list[str]]:
                 base.pop(p.name, None)
         if base.get("data") != current["data"] or "data" not in base:
             base.pop("images", None)
-    notes = []
+    new, notes = refit(base, change, current.preset)
+    return new, [dropped] * bool(dropped) + notes
+
+
+def refit(base: dict, change: dict, preset: str | None, check=None) -> tuple[Scenario, list[str]]:
+    """resolve(base, change), where each value of base that change makes refused goes back to its default and
+    is said; where the default is refused too, it takes the value a preset made for the change gives it
+    (PLI's 10 private classes of 40 faces, switched to the 10 digits: pli-digits' 5). check: what else the
+    scenario must pass (data.check_source: CAFE's 200 samples on the 100 faces)."""
+    wanted, base, change, notes, borrowed = change, dict(base), dict(change), [], {}
     while True:
         try:
-            new = resolve(base, change, preset=current.preset)
+            new = resolve(base, change, preset=preset)
+            if check is not None:
+                check(new)
             break
         except ParamError as e:  # one kept value the new component refuses: its default instead, said
-            if e.name not in base or e.name in change or e.name in ("protocol", "attack", "defense"):
+            if e.name in COMPONENTS or e.name in change:
                 raise
-            old = base.pop(e.name)  # the note says the refused value first: the message's closing "got 8" goes
+            if e.name in base:
+                old = base.pop(e.name)
+            elif e.name not in borrowed and (made := _made_for(wanted, {**base, **change}, e.name)):
+                borrowed[e.name], change[e.name] = made  # the default refused too
+                if any(key == e.name for key, _, _ in notes):
+                    continue
+                old = catalog.params_for(*({**base, **change}[k] for k in COMPONENTS))[e.name].default
+            else:
+                raise
+            # the note says the refused value first: the message's closing "got 8" goes
             got = rf"[;,]? \(?got (?:{re.escape(e.name)}=)?{re.escape(value_text(old))}\)?$"
             notes.append((e.name, old, re.sub(got, "", str(e).removeprefix(f"{e.name}: "))))
-    return new, [dropped] * bool(dropped) + [
-        f"{key} is back at its default, {value_text(new[key])} — {value_text(old)} is refused there: {why}"
-        for key, old, why in notes]
+    return new, [f"{key} is {_now(key, new, borrowed)} — {value_text(old)} is refused there: {why}"
+                 for key, old, why in notes]
+
+
+def _made_for(wanted: dict, kind: dict, key: str) -> tuple[str, object] | None:
+    """(preset, its value for key) of the first preset of kind's protocol and attack that sets wanted's values
+    (those beyond the components) as wanted does, and key."""
+    values = {k: v for k, v in wanted.items() if k not in COMPONENTS}
+    for name, p in presets().items():
+        if (values and key in p.params and all(p.params.get(k) == kind[k] for k in ("protocol", "attack"))
+                and all(p.params.get(k) == v for k, v in values.items())):
+            return name, p.params[key]
+    return None
+
+
+def _now(key: str, new: Scenario, borrowed: dict) -> str:
+    if key in borrowed:
+        return f"now {value_text(new[key])}, as preset {borrowed[key]} has it"
+    return f"back at its default, {value_text(new[key])}"

@@ -218,6 +218,36 @@ def test_a_switch_to_a_protocol_that_refuses_a_kept_value_takes_its_default_and_
     assert "got 8" not in note, note  # the refused value is said once, first
 
 
+def test_a_new_source_of_data_brings_values_that_fit_it_and_says_so():
+    """PLI's 10 private classes of 40 faces, switched to the ten digits: "target_classes: must be below the number
+    of classes (10)" stood beside a greyed Run until lowered by hand. The switch takes the value the preset made
+    for digits gives (pli-digits: 5), and says so; what that then refuses goes back to its default. CAFE's 200
+    samples on the 100 faces likewise."""
+    at = lab(preset="pli")
+    widget(at, "Source").set_value("digits").run()
+    assert not at.exception and not at.error and not at.button[0].disabled
+    assert widget(at, "Private target classes").value == 5
+    classes = widget(at, "Classes J")  # the faces' identities: digits have 10, whatever it says
+    assert classes.disabled and "read only when data=faces, as digits always have 10 classes" in classes.help
+    note = " ".join(i.value for i in at.info)
+    assert note.startswith("Switched data to Digits (scikit-learn). target_classes is now 5, as preset pli-digits "
+                           "has it — 10 is refused there: must be below the number of classes (10)"), note
+    at = lab(preset="pli-10-clients")
+    widget(at, "Source").set_value("digits").run()
+    assert not at.error and widget(at, "Clients").value == 1
+    assert "clients is back at its default, 1 — 10 is refused there: each client holds at least one target " \
+           "class: at most target_classes (5)." in " ".join(i.value for i in at.info)
+    widget(at, "Source").set_value("faces").run()  # nothing refused: nothing changed, nothing said
+    assert widget(at, "Private target classes").value == 5 and "Switched data" not in " ".join(i.value for i in at.info)
+    assert not widget(at, "Classes J").disabled
+    at = lab(preset="cafe")  # what only the data says: 200 samples, of the 100 faces
+    widget(at, "Source").set_value("faces").run()
+    assert not at.error and widget(at, "Training samples N").value == 100
+    said = "Switched data to Faces (LFW). n_samples is now 100, as preset cafe-faces has it — 200 is refused " \
+           "there: must be at most 100 for data=faces."
+    assert said in " ".join(i.value for i in at.info)
+
+
 def test_a_defense_the_new_protocol_lacks_is_said_to_be_dropped():
     """Gaussian noise on DLG, then FedMD: the defense went to "No defense" without a word, and PLI's 90 % read
     as a result that holds under noise. The note says so, and names the new protocol's own defenses."""

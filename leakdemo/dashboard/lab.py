@@ -21,6 +21,7 @@ from ..data import (MAX_UPLOAD_FILES, available_samples, check_source, decode_up
 from ..device import facts
 from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
+from ..switch import refit
 from ..scenario import format_note, from_dict, presets, scenario_json, uploads_note
 from ..words import fixed, plural, small_figure, three_digits
 from ..utility import barely_learns
@@ -194,6 +195,27 @@ def _on_choice(name: str) -> None:
         _say(choice_error=str(e))
 
 
+def _on_data() -> None:
+    """A new source of data, with what it refuses made to fit and said, as a switch of protocol does: PLI's 10
+    private classes of 40 faces, put on the 10 digits, and CAFE's 200 samples on the 100 faces stood refused
+    beside a greyed Run until lowered by hand."""
+    if undo_stale_echoes():  # as in _on_choice
+        return
+    values = _widget_values(st.session_state["scenario"])
+    values.pop("images", None)  # names belong to their source
+    try:
+        new, notes = refit(values, {"data": values.pop("data")}, st.session_state["preset"],
+                           None if st.session_state.get("uploads") else check_source)  # uploads replace the data
+    except LeakdemoError:
+        return  # what still does not fit is named beside Run, as before
+    if notes:
+        for k, v in new.params.items():
+            if k in values and values[k] != v:
+                st.session_state[f"w_{k}"] = v
+        source = catalog.PROTOCOLS[new["protocol"]].param("data")
+        _say(loaded_note=f"Switched data to {source.show(new['data'])}. " + " ".join(f"{n}." for n in notes))
+
+
 def _on_scenario_file() -> None:
     f = st.session_state.get("scenario_file")
     if f is None:
@@ -221,7 +243,7 @@ def _help(p) -> str:
     return p.help + (f"\n\nPaper: {p.paper}" if p.paper else "") + f"\n\nParameter `{p.name}`, {p.allowed()}."
 
 
-def param_widget(p, where=st, unread: str | None = None) -> None:
+def param_widget(p, where=st, unread: str | None = None, on_change=None) -> None:
     """unread: why the scenario does not read the parameter now (catalog.without_effect): greyed out, and its
     help says why — model_depth on the LeNet, AGIC's pre-reconstruction with one observed epoch. Greyed out
     where it holds its default only: a value set otherwise stays at hand to set back (secure aggregation left
@@ -232,7 +254,7 @@ def param_widget(p, where=st, unread: str | None = None) -> None:
     if greyed:  # Streamlit drops the value a click just gave a widget drawn disabled, for its old one; set, it stays
         st.session_state[key] = value
     kw = dict(key=key, help=_help(p) + (f"\n\n**Changes nothing now:** {unread}." if unread else ""),
-              disabled=greyed, persist_state=KEEP)
+              disabled=greyed, persist_state=KEEP, on_change=on_change)
     # each widget's own default is the value it holds (shared.held): a tab that draws it late shows that value
     if p.kind == "choice":
         where.selectbox(p.title, p.choices, index=held_index(key, p.choices), format_func=p.show, **kw)
@@ -295,7 +317,7 @@ def sidebar() -> tuple:
         param_widget(p, sb, unread(p))
 
     sb.markdown("**Private data**")
-    param_widget(catalog.PROTOCOLS[s["protocol"]].param("data"), sb)
+    param_widget(catalog.PROTOCOLS[s["protocol"]].param("data"), sb, on_change=_on_data)
     preview = None
     if s["protocol"] in catalog.LOGIT_PROTOCOLS:  # the federation's data is built, not picked or uploaded
         uploads = []
@@ -337,12 +359,18 @@ def sidebar() -> tuple:
     return resolved
 
 
-def _resolved(s, uploads) -> tuple:
-    """The sidebar's widgets as a scenario: (scenario or None, error message or None, uploads)."""
+def _widget_values(s) -> dict:
+    """The sidebar's values of the parameters s's protocol, attack and defense take (the gallery's photos too)."""
     values = {k[2:]: v for k, v in st.session_state.items() if k.startswith("w_") and k[2:] in
               catalog.params_for(s["protocol"], s["attack"], s["defense"])}
     if st.session_state.get("w_data") == "samples":
         values["images"] = ",".join(st.session_state.get("w_gallery", []))
+    return values
+
+
+def _resolved(s, uploads) -> tuple:
+    """The sidebar's widgets as a scenario: (scenario or None, error message or None, uploads)."""
+    values = _widget_values(s)
     if uploads:
         values["images"] = ""
     try:
