@@ -249,6 +249,10 @@ def matching_png(matching: dict, params: dict | None = None) -> bytes:
         "with it from the next epoch · green: paired correctly, red: not"]))
 
 
+# the names run_files can give (matching.png: AGIC's matching only); `--out` checks each before the run
+RUN_FILES = ("grid.png", "progress.gif", "metrics.json", "history.csv", "scenario.json", "matching.png")
+
+
 def run_files(scenario_json: str, originals: np.ndarray, finished, keyframes) -> dict[str, bytes]:
     """A finished run's files, name -> bytes: what `run --out` and `runs export` write and the Lab offers
     for download, under the same names."""

@@ -16,6 +16,8 @@ from .errors import LeakdemoError, ParamError
 from .events import Failed, Finished, Progress, Started, to_json
 from .scenario import Scenario, load, presets, unknown_preset_hint
 from .sweep import MAX_BATCH, MAX_SEEDS, MAX_WORKERS
+from .artifacts import RUN_FILES
+from .tradeoff import SWEEP_FILES
 from .words import alike, fixed, hint, meant_question, plural, small_figure, three_digits, value_text
 
 
@@ -872,10 +874,6 @@ def cmd_record_gallery(args) -> int:
 # ---------------------------------------------------------------- entry point
 
 
-RUN_FILES = ("grid.png", "progress.gif", "metrics.json", "history.csv", "scenario.json", "matching.png")
-SWEEP_FILES = ("sweep.csv", "sweep.json", "tradeoff.png", "strip.png")
-
-
 def check_output(path: str | None, option: str, folder: bool, files: tuple = ()) -> None:
     """An output path that cannot be written is said before the work starts (a run or a sweep can take
     minutes), in one line naming the option. Nothing is left behind: the check writes a temporary file in
@@ -904,10 +902,11 @@ def check_output(path: str | None, option: str, folder: bool, files: tuple = ())
         # the folder exists: say what failed in it ("/proc: No such file or directory" read as if /proc were missing)
         raise ParamError(option, f"cannot write {path!r} (creating a file in {parent} failed: "
                                  f"{e.strerror or e})") from None
-    for name in files if folder else ():
+    for name in files:
         there = os.path.join(where, name)
-        if os.path.isdir(there) or (os.path.exists(there) and not os.access(there, os.W_OK)):
-            why = "a folder" if os.path.isdir(there) else "a file that cannot be overwritten"
+        why = "a folder" if os.path.isdir(there) else \
+            "a file that cannot be overwritten" if os.path.exists(there) and not os.access(there, os.W_OK) else None
+        if why:
             raise ParamError(option, f"cannot write {os.path.join(path, name)!r}: it is {why}")
 
 

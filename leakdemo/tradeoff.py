@@ -383,6 +383,9 @@ def strip_caption(axis: str, base: dict | None = None) -> str:
             f"its figure, the point's median over all its runs.")
 
 
+SWEEP_FILES = ("sweep.csv", "sweep.json", "tradeoff.png", "strip.png")  # write_all's: checked before a sweep
+
+
 def write_all(out_dir: str, rows: list[dict], axes: list[str], title: str, meta: dict, log: bool = False,
               x: str = "strength", base: dict | None = None, one_figure: bool = False) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)

@@ -102,6 +102,8 @@ def test_run_jsonl_contract_and_artifacts_replay(tmp_path):
     fin = lines[-1]
     assert {"psnr", "ssim", "lpips", "label_accuracy", "seconds", "iterations"} <= set(fin)
     assert sorted(os.listdir(out)) == ["grid.png", "history.csv", "metrics.json", "progress.gif", "scenario.json"]
+    from leakdemo.artifacts import RUN_FILES
+    assert set(os.listdir(out)) <= set(RUN_FILES)  # what --out checks before the run
     written = json.loads((out / "metrics.json").read_text())
     assert written["psnr"] == fin["psnr"] and {"to_20db_s", "to_30db_s"} <= set(written)  # when 20/30 dB came
     again = cli("run", str(out / "scenario.json"), "--jsonl")

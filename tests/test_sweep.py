@@ -412,6 +412,8 @@ def test_cli_sweep_writes_its_files_and_streams_jsonl(tmp_path, store_path):
     runs = [x for x in lines if x["event"] == "run"]  # a point's first seed back: its index and the row so far
     assert len(runs) == 3 and all(x["point"] in (0, 1, 2) and x["row"]["runs"] == 1 for x in runs)
     assert sorted(os.listdir(out)) == ["strip.png", "sweep.csv", "sweep.json", "tradeoff.png"]
+    from leakdemo.tradeoff import SWEEP_FILES
+    assert set(os.listdir(out)) <= set(SWEEP_FILES)  # what --out checks before the sweep
     header = (out / "sweep.csv").read_text().splitlines()[0].split(",")
     assert {"label", "prune_ratio", "psnr", "test_accuracy", "epsilon", "privacy"} <= set(header)
     written = json.loads((out / "sweep.json").read_text())
