@@ -15,6 +15,7 @@ vectorised program (together.py).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -330,20 +331,23 @@ class Sweep:
     def _check_something_runs(self) -> None:
         """A point whose setting is refused is a row of the sweep (the others go on), but a sweep whose every
         run is refused — an unknown image, a batch too large for the data at every strength — is a bad input:
-        said at once, like a bad run, not as a table of failures. Stops at the first run that would start. The
-        undefended point does not count: it is the yardstick, not the sweep (`--vary data=folder,digits` with no
-        folder and a photo's name ran the baseline for a minute, then showed every swept point failed)."""
-        first = None
-        for point in (p for p in self.points if not p.undefended):
-            for seed in self.seeds:
-                for image in self.images:
-                    try:
-                        self._resolve(point, seed, image)
-                        return
-                    except LeakdemoError as e:
-                        first = first or e
-        if first is not None:
-            raise first
+        said at once, like a bad run, not as a table of failures. So is one image that no point takes: `--images
+        coffee,nope` ran every point and noted in each row that half its runs failed. Stops at the first run that
+        would start for each image. The undefended point does not count: it is the yardstick, not the sweep
+        (`--vary data=folder,digits` with no folder and a photo's name ran the baseline for a minute, then showed
+        every swept point failed)."""
+        swept = [p for p in self.points if not p.undefended]
+        for image in self.images:
+            refusals = []
+            for point, seed in itertools.product(swept, self.seeds):
+                try:
+                    self._resolve(point, seed, image)
+                    break
+                except LeakdemoError as e:
+                    refusals.append(e)
+            else:
+                if refusals:
+                    raise refusals[0]
 
     def _read_nowhere(self, name: str) -> str | None:
         """Why no swept point reads setting `name` (catalog.without_effect), or None where one does. The undefended

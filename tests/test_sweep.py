@@ -327,6 +327,8 @@ def test_a_strength_that_leaves_the_payload_as_it_is_is_the_undefended_run_not_r
 @pytest.mark.parametrize("axis,images,sets,message", [
     ("batch_size=30,40", None, {}, "batch_size: must be at most 23 for data=samples, got 30"),
     ("lr=0.5,1", ["nope"], {}, "images: unknown samples item 'nope'"),
+    # one image refused at every point is a slip too: half the runs failed, a note in each row
+    ("lr=0.5,1", ["coffee", "nope"], {}, "images: unknown samples item 'nope'"),
     # the undefended yardstick would run, every swept point not: it ran the yardstick a minute, then listed failures
     ("data=folder,torchvision", None, {"defense": "dp-gaussian"},
      "folder: empty; give the path of the image folder to read"),
