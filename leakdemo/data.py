@@ -180,18 +180,24 @@ def read_image_file(path: str) -> np.ndarray:
 
 
 def _folder_files(folder: str) -> tuple[tuple[str, tuple[str, int]], ...]:
-    """(relative path, (absolute path, label)); sub-folders are classes, loose files get label by order."""
+    """(relative path, (absolute path, label)); sub-folders are classes, loose files get label by order.
+    Hidden files and folders are skipped, as a file browser hides them: a Mac's '._photo.jpg' beside each
+    photo copied to a stick is metadata, not an image, and the seed picked it; '.thumbnails' was a class."""
     if not folder:
         raise ParamError("folder", "empty; give the path of the image folder to read (data=folder)")
     if not os.path.isdir(folder):
         raise ParamError("folder", f"{folder!r} is not a readable folder")
-    classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
+    classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)) and d[0] != ".")
     out = []
-    for root, _, files in sorted(os.walk(folder)):
+    walked = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d[0] != "."]  # os.walk then leaves them out
+        walked.append((root, files))
+    for root, files in sorted(walked):
         rel_root = os.path.relpath(root, folder)
         cls = rel_root.split(os.sep)[0]
         for f in sorted(files):
-            if f.lower().endswith(IMAGE_SUFFIXES):
+            if f.lower().endswith(IMAGE_SUFFIXES) and f[0] != ".":
                 rel = f if rel_root == "." else os.path.join(rel_root, f)
                 label = classes.index(cls) if cls in classes else len(out)
                 out.append((rel, (os.path.join(root, f), label)))

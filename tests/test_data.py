@@ -3,7 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
-from leakdemo.data import available_samples, check_source, load_batch, load_dataset, to_square_rgb
+from leakdemo.data import available_samples, check_source, item_names, load_batch, load_dataset, to_square_rgb
 from leakdemo.errors import LeakdemoError, ParamError
 from leakdemo.scenario import from_preset
 
@@ -95,6 +95,26 @@ def test_folder_source_and_corrupt_files(tmp_path):
     # a folder's items carry their sub-folder: the bare file name is pointed to its full name
     with pytest.raises(ParamError, match=r"^images: unknown folder item 'a.png' \(did you mean cats/a.png or dogs/a.png\?\)"):
         load_batch(params(data="folder", folder=str(tmp_path), images="a.png"))
+
+
+def test_a_folder_copied_from_a_mac_or_kept_in_git_is_read_for_its_pictures_only(tmp_path):
+    """Hidden files and folders are not the user's pictures: a Mac writes '._a.png' (metadata, not an image)
+    beside each photo it copies to a USB stick, and the seed picked one: 'folder: cannot read '._a.png' as an
+    image'. A hidden '.thumbnails' folder was a class of its own, and its small copies were private images."""
+    photo = Image.fromarray((np.random.default_rng(0).random((40, 50, 3)) * 255).astype(np.uint8))
+    for cls in ("cats", "dogs"):
+        (tmp_path / cls).mkdir()
+        photo.save(tmp_path / cls / "a.png")
+        (tmp_path / cls / "._a.png").write_bytes(b"\x00\x05\x16\x07Mac OS X        ")
+    (tmp_path / ".thumbnails").mkdir()
+    photo.resize((8, 8)).save(tmp_path / ".thumbnails" / "a.png")
+    (tmp_path / ".git" / "objects").mkdir(parents=True)
+    photo.save(tmp_path / ".git" / "objects" / "b.png")
+    p = params(data="folder", folder=str(tmp_path), images="", batch_size="2", num_classes="10")
+    assert item_names("folder", p) == ["cats/a.png", "dogs/a.png"]
+    for seed in range(4):
+        b = load_batch({**p, "seed": seed})
+        assert sorted(b.names) == ["cats/a.png", "dogs/a.png"] and sorted(b.labels.tolist()) == [0, 1]
 
 
 def _phone_photo(path) -> None:
