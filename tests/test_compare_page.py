@@ -575,6 +575,19 @@ def test_presenter_scenes_come_from_the_link_and_the_chooser(store_path, monkeyp
         "Ignored from the link: scenes=r99 (no such scene here; the presenter opens on its default scenes instead)."]
 
 
+def test_a_live_scene_of_a_slow_preset_says_why_it_is_none():
+    """`live:dlg-round` read "no such scene here", though the Lab lists the preset: those that take minutes on a
+    CPU are no live scene, and the line says so and what to present instead."""
+    at = AppTest.from_file(PRESENT, default_timeout=120)
+    at.query_params["scenes"] = "live:dlg-round,live:nope,live:dlg"
+    at.run()
+    assert not at.exception and at.multiselect(key="p_pick").value == ["live:dlg"]
+    assert [w.value for w in at.warning] == [
+        "Ignored from the link: scenes=live:nope (no such scene here); scenes=live:dlg-round (dlg-round takes "
+        "minutes on a laptop's CPU, too long to compute during a talk: run it in the Attack Lab beforehand, "
+        "then present that run (scenes=r12 presents your run 12))."]
+
+
 def test_your_runs_are_scenes_too(store_path):
     # a talk could show the gallery's showcases but not the runs you made for it: `scenes=r12` was "no such scene"
     run = open_gallery().load(1)

@@ -80,6 +80,18 @@ def scene_choices(rows: list[dict], store=None, named=()) -> dict[str, str]:
     return out
 
 
+def not_live(code: str) -> str | None:
+    """Why `live:<preset>` is no scene, where the preset is one of those that take minutes on a laptop's CPU
+    (`dlg-round`, `pli-10-clients`: what `bench` leaves out of its table), and what to do instead; None for any
+    other code. A talk's link to one read "no such scene here", though the Lab lists the preset."""
+    from ..scenario import presets
+    preset = presets().get(code.removeprefix("live:")) if code.startswith("live:") else None
+    if preset is None or preset.standard:
+        return None
+    return (f"{preset.name} takes minutes on a laptop's CPU, too long to compute during a talk: run it in the "
+            f"Attack Lab beforehand, then present that run (scenes=r12 presents your run 12)")
+
+
 def stored_sweeps(store) -> dict[str, str]:
     """The custom sweeps finished on the Trade-offs page (the newest 50), each chart also against the formal ε
     where it has one: code -> 'Custom trade-off chart: …'. An unreadable store offers none (its runs say why)."""
@@ -129,12 +141,15 @@ def _init(rows: list[dict], choices: dict, unread: dict) -> None:
         return
     # `scenes=g1&scenes=g2` is the list g1,g2, as on Compare
     asked = run_refs(st.query_params.get_all("scenes"))  # `12`: your run 12, as on Compare
-    bad = [c for c in asked if c not in choices and c not in unread]
+    slow = {c: why for c in asked if c not in choices and (why := not_live(c))}
+    bad = [c for c in asked if c not in choices and c not in unread and c not in slow]
     kept = [c for c in asked if c in choices]
-    # nothing of the link's list left: say what opens instead, as Compare does (the talk's own scenes did not)
-    instead = "" if kept or not asked else "; the presenter opens on its default scenes instead"
-    problems = [f"scenes={','.join(bad)} (no such scene here{instead})"] if bad else []
-    problems += [f"scenes={c[:24]}… ({why})" for c, why in unread.items() if c in asked]
+    said = ([(f"scenes={','.join(bad)}", "no such scene here")] if bad else []) + \
+        [(f"scenes={c}", why) for c, why in slow.items()] + \
+        [(f"scenes={c[:24]}…", why) for c, why in unread.items() if c in asked]
+    if said and not kept:  # nothing of the link's list left: say what opens instead, as Compare does
+        said[-1] = (said[-1][0], f"{said[-1][1]}; the presenter opens on its default scenes instead")
+    problems = [f"{what} ({why})" for what, why in said]
     scenes = st.session_state["p_scenes"] = kept or default_scenes(rows, choices)
     asked_scene = st.query_params.get("scene", "1")
     try:
