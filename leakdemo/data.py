@@ -182,16 +182,20 @@ def read_image_file(path: str) -> np.ndarray:
 def _folder_files(folder: str) -> tuple[tuple[str, tuple[str, int]], ...]:
     """(relative path, (absolute path, label)); sub-folders are classes, loose files get label by order.
     Hidden files and folders are skipped, as a file browser hides them: a Mac's '._photo.jpg' beside each
-    photo copied to a stick is metadata, not an image, and the seed picked it; '.thumbnails' was a class."""
+    photo copied to a stick is metadata, not an image, and the seed picked it; '.thumbnails' was a class.
+    Linked folders are read (a class linked in from a data set elsewhere was a class with no images)."""
     if not folder:
         raise ParamError("folder", "empty; give the path of the image folder to read (data=folder)")
     if not os.path.isdir(folder):
         raise ParamError("folder", f"{folder!r} is not a readable folder")
     classes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)) and d[0] != ".")
     out = []
-    walked = []
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if d[0] != "."]  # os.walk then leaves them out
+    walked, seen = [], set()
+    for root, dirs, files in os.walk(folder, followlinks=True):  # a class folder linked from elsewhere counts too
+        seen.add(os.path.realpath(root))
+        # os.walk leaves out what is taken out of dirs: hidden folders, and a link back to a folder already
+        # walked (a loop)
+        dirs[:] = [d for d in dirs if d[0] != "." and os.path.realpath(os.path.join(root, d)) not in seen]
         walked.append((root, files))
     for root, files in sorted(walked):
         rel_root = os.path.relpath(root, folder)

@@ -117,6 +117,21 @@ def test_a_folder_copied_from_a_mac_or_kept_in_git_is_read_for_its_pictures_only
         assert sorted(b.names) == ["cats/a.png", "dogs/a.png"] and sorted(b.labels.tolist()) == [0, 1]
 
 
+def test_a_class_folder_linked_in_from_elsewhere_is_read(tmp_path):
+    """A folder of classes put together from links (birds -> a data set's folder elsewhere) had a class 'birds'
+    with no images: the links were not followed. A link back up the tree is not walked twice (no loop)."""
+    photo = Image.fromarray((np.random.default_rng(0).random((40, 50, 3)) * 255).astype(np.uint8))
+    (tmp_path / "elsewhere").mkdir()
+    photo.save(tmp_path / "elsewhere" / "b.png")
+    (tmp_path / "classes" / "cats").mkdir(parents=True)
+    photo.save(tmp_path / "classes" / "cats" / "a.png")
+    (tmp_path / "classes" / "birds").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "classes" / "cats" / "up").symlink_to(tmp_path / "classes")
+    p = params(data="folder", folder=str(tmp_path / "classes"), images="", batch_size="2", num_classes="10")
+    assert item_names("folder", p) == ["birds/b.png", "cats/a.png"]
+    assert sorted(load_batch(p).labels.tolist()) == [0, 1]
+
+
 def _phone_photo(path) -> None:
     """A portrait photo as a phone stores it: landscape pixels (left half red) and an EXIF tag saying
     'turn 90° clockwise to show' (orientation 6), so it is meant to be seen red on top."""
