@@ -314,9 +314,11 @@ TITLES_FIT = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart
   return t ? [t.textContent, t.getBoundingClientRect().right, svg.getBoundingClientRect().right] : null; })"""
 
 
+# a chart plotly is still drawing has no title yet: null, not a throw (a throw ends wait_for_function at once, as a
+# CI run found between the running charts and the finished ones)
 X_TICKS = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].map(c => {
   const right = c.getBoundingClientRect().right;
-  return [c.querySelector('.gtitle').textContent, [...c.querySelectorAll('.xtick text')].map(t => {
+  return [c.querySelector('.gtitle')?.textContent ?? null, [...c.querySelectorAll('.xtick text')].map(t => {
     const box = t.getBoundingClientRect(); return [t.textContent, box.width > 0 && box.right <= right]; })]; })"""
 
 
