@@ -14,7 +14,7 @@ from . import device, settings
 from .errors import ParamError
 from .params import Component, Param
 from .settings import MODEL_HELP, MODELS, SOURCE_HELP, SOURCES, TORCHVISION_SETS
-from .words import plural, value_text
+from .words import about, duration, plural, value_text
 
 
 class Implementation:
@@ -760,7 +760,7 @@ def vfl_cost(p) -> str | None:
     return (f"A slow setting for a CPU: each CAFE iteration, on a batch of {plural(p['batch_size'], 'image')} of "
             f"{p['image_size']} px, takes about {each} on 2 CPU cores, so "
             f"{plural(p['iterations'], 'iteration')} and the training-loss check after them take about "
-            f"{_about(total)}. Built for a GPU; under {SLOW_RUN_S // 60} minutes on a CPU: "
+            f"{about(total)}. Built for a GPU; under {SLOW_RUN_S // 60} minutes on a CPU: "
             + (" or ".join(remedies) if remedies else "a smaller image_size, batch_size and iterations"))
 
 
@@ -820,8 +820,8 @@ def logit_cost(p) -> str | None:
     one = p["attack"] == "tbi" or (k == 1 and not p.get("compare_tbi"))
     return (f"A slow setting for a CPU: {nets} train{'s' * one} for {plural(p['rounds'], 'round')} × "
             f"{plural(p['inversion_epochs'], 'epoch')} "
-            f"on the public images of {p['image_size']} px, about {_about(attack)} on 2 CPU cores, and the federation "
-            f"about {_about(rest)}. Built for a GPU; under {SLOW_RUN_S // 60} minutes on a CPU: "
+            f"on the public images of {p['image_size']} px, about {about(attack)} on 2 CPU cores, and the federation "
+            f"about {about(rest)}. Built for a GPU; under {SLOW_RUN_S // 60} minutes on a CPU: "
             + (" or ".join(remedies) if remedies else "fewer rounds, clients and classes"))
 
 
@@ -829,12 +829,6 @@ def _two_digits_down(n: int) -> int:
     """n rounded down to two significant digits: 28027 → 28000, 696 → 690, 45 → 45."""
     unit = 10 ** max(0, len(str(max(n, 1))) - 2)
     return n // unit * unit
-
-
-def _about(seconds: float) -> str:
-    """'45 s', '27 min', '2 h'."""
-    figure, unit = _duration(seconds)
-    return f"{figure} {unit}"
 
 
 def _objective_cost(p) -> tuple[float, int, bool, int] | None:
@@ -852,16 +846,8 @@ def _objective_cost(p) -> tuple[float, int, bool, int] | None:
 
 def _span(low: float, high: float) -> str:
     """'7–23 s', '11–37 min', '55 s–3 min': a range of waits, each in the unit a person reads it in."""
-    (a, unit_a), (b, unit_b) = _duration(low), _duration(high)
+    (a, unit_a), (b, unit_b) = duration(low), duration(high)
     return f"{a}–{b} {unit_b}" if unit_a == unit_b else f"{a} {unit_a}–{b} {unit_b}"
-
-
-def _duration(seconds: float) -> tuple[str, str]:
-    if seconds < 10:
-        return f"{seconds:.1f}", "s"
-    if seconds < 90:
-        return f"{seconds:.0f}", "s"
-    return (f"{seconds / 60:.0f}", "min") if seconds < 90 * 60 else (f"{seconds / 3600:.0f}", "h")
 
 
 def cost_warnings(p) -> list[str]:

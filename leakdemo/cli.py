@@ -18,7 +18,7 @@ from .scenario import Scenario, load, presets, unknown_preset_hint
 from .sweep import MAX_BATCH, MAX_SEEDS, MAX_WORKERS
 from .artifacts import RUN_FILES
 from .tradeoff import SWEEP_FILES
-from .words import alike, fixed, hint, meant_question, plural, small_figure, three_digits, value_text
+from .words import alike, clock, fixed, hint, meant_question, plural, small_figure, three_digits, value_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -327,11 +327,11 @@ def _summary(ev: Finished, p: dict) -> str:
     word = "Finished" if ev.status == "finished" else "Stopped"
     if "attack_accuracy" in m:  # logit sharing: judged by its attack accuracy; it recovers no labels
         head = (f"{word}: attack accuracy {m['attack_accuracy']:.2f} ({sum(m['success'])}/{len(m['success'])} "
-                f"target classes), {catalog.steps_taken(p, ev.iterations)} in {ev.seconds:.1f} s\n  against each "
+                f"target classes), {catalog.steps_taken(p, ev.iterations)} in {clock(ev.seconds)}\n  against each "
                 f"target class's mean private image: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}")
     else:
         head = (f"{word}: PSNR {m['psnr']:.2f} dB, SSIM {fixed(m['ssim'])}, LPIPS {lp}, label accuracy {la}, "
-                f"{plural(ev.iterations, 'iteration')} in {ev.seconds:.1f} s")
+                f"{plural(ev.iterations, 'iteration')} in {clock(ev.seconds)}")
     when = milestones.sentence(ev.history, m, ev.status == "finished")
     why = [f"label accuracy n/a: {catalog.no_label_guess(p)}"] if la == "n/a" and "attack_accuracy" not in m else []
     return (head

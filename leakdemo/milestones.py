@@ -4,9 +4,11 @@ two attacks that end at the same PSNR. The Lab, the presenter, Compare, the CLI 
 here. It works for recorded runs as well as live ones, since every run keeps its history."""
 from __future__ import annotations
 
+from .words import clock
+
 RECOGNISABLE_DB = 20.0  # PSNR from which a reconstruction counts as recognisable
 RECOVERED_DB = 30.0  # ... and as recovered: the eye no longer tells it from the original
-RECOVERED_HELP = ("Seconds from the attack's first step until the picture reached 30 dB PSNR, where the eye no "
+RECOVERED_HELP = ("Time from the attack's first step until the picture reached 30 dB PSNR, where the eye no "
                   "longer tells it from the original (set-up not counted); 'never' if it did not get there, "
                   "'not yet' if it was stopped before.")
 
@@ -46,9 +48,9 @@ def sentence(history: dict | None, metrics: dict, finished: bool, noun: str = "i
                     f"{'stayed' if finished else 'was'} below 20 dB{'' if finished else ' when it stopped'}.")
         return ("It never became recognisable: the PSNR stayed below 20 dB." if finished else
                 "Not yet recognisable: the PSNR was below 20 dB when it stopped.")
-    parts = [f"recognisable (20 dB) after {seen[0]:.1f} s"]
+    parts = [f"recognisable (20 dB) after {clock(seen[0])}"]
     if back is not None:
-        parts.append(f"recovered (30 dB) after {back[0]:.1f} s ({noun} {back[1]})")
+        parts.append(f"recovered (30 dB) after {clock(back[0])} ({noun} {back[1]})")
     else:
         some = _images_over(metrics, RECOVERED_DB)
         mean = " on the batch's mean" if some else ""
@@ -68,13 +70,13 @@ def _images_over(metrics: dict, db: float) -> str | None:
     return f"{over} of {len(each)} images" if len(each) > 1 and over else None
 
 
-def recovered_after(history: dict | None, metrics: dict) -> str | None:
-    """A table's cell: '3.1 s', 'never' (judged by PSNR, did not get there), 'not yet' (stopped first), None
-    (not judged by PSNR)."""
+def recovered_after(history: dict | None, metrics: dict, short: bool = False) -> str | None:
+    """A page's cell: '3.1 s', '12 min 5 s', 'never' (judged by PSNR, did not get there), 'not yet' (stopped
+    first), None (not judged by PSNR); `short`, a metric's: '12 min' (words.clock)."""
     if not _timed(history, metrics):
         return None
     back = reached(history, RECOVERED_DB)
-    return seconds_cell(None if back is None else back[0], metrics.get("status"))
+    return clock(back[0], short=short) if back is not None else seconds_cell(None, metrics.get("status"))
 
 
 def seconds_cell(seconds: float | None, status: str | None = None) -> str:

@@ -1,8 +1,9 @@
 """Numbers put in words a class reads: a count with its noun in the right number (never "1 image(s)"), a small
-figure that does not read as zero."""
+figure that does not read as zero, a wait in minutes once it is long."""
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Iterable
 
@@ -40,6 +41,42 @@ def three_digits(v: float) -> str:
     """A measured figure to three significant digits: "2.53e8" for an ε (not C's "2.53e+08", nor "253274256",
     which claims nine), "1e-6", not "1e-06"."""
     return re.sub(r"e([+-])0*(\d)", r"e\1\2", f"{v:.3g}").replace("e+", "e")
+
+
+def clock(seconds: float, places: int = 1, short: bool = False) -> str:
+    """How long something took, as a person reads it: "22.4 s", "25 min 3 s", "1 h 40 min" — a long CAFE run's
+    "1503.4 s" had to be divided by 60 in the head. Decimals (`places`) only under 90 s. `short`: a metric's
+    figure, "25 min" — in the Lab's fifth of a row at 1024 px "25 min 3 s" did not fit (the sentence beside it
+    says it in full)."""
+    if seconds < 90:
+        return f"{seconds:.{places}f} s"
+    if short:
+        return about(seconds)
+    if seconds < 90 * 60:
+        minutes, rest = divmod(round(seconds), 60)
+        return f"{minutes} min" + (f" {rest} s" if rest else "")
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")
+
+
+def time_left(seconds: float) -> str:
+    """An estimate of the wait to come, as rounded as it is sure: "45 s", "13 min", "2 h" ("about 754 s left")."""
+    return f"{math.ceil(seconds)} s" if seconds < 90 else about(seconds)
+
+
+def about(seconds: float) -> str:
+    """'45 s', '27 min', '2 h'."""
+    figure, unit = duration(seconds)
+    return f"{figure} {unit}"
+
+
+def duration(seconds: float) -> tuple[str, str]:
+    """A wait's figure and the unit a person reads it in: (3.4, s), (45, s), (27, min), (2, h)."""
+    if seconds < 10:
+        return f"{seconds:.1f}", "s"
+    if seconds < 90:
+        return f"{seconds:.0f}", "s"
+    return (f"{seconds / 60:.0f}", "min") if seconds < 90 * 60 else (f"{seconds / 3600:.0f}", "h")
 
 
 SAME_AS = {"gpu": "cuda"}  # difflib offered `cpu` for `device=gpu`, the one device it is not

@@ -20,7 +20,7 @@ from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..scenario import changed_settings
 from ..store import StoredRun, open_store
-from ..words import fixed, plural, small_figure
+from ..words import clock, fixed, plural, small_figure
 from .shared import KEEP, PAGE_TOP_CSS, held, keep_link, psnr_bars, run_pool, same_page_as_before
 
 MAX_RUNS = 4
@@ -627,6 +627,6 @@ def figures(run: StoredRun) -> dict[str, str | None]:
             # what the defense costs, where the run measured it (the Lab's Utility metric or its loss curve)
             "utility": utility_words(m),
             "privacy": m.get("privacy", "ε = ∞"), "steps": shown(run.finished.iterations, "{}"),
-            "time": shown(run.finished.seconds, "{:.1f} s"),
+            "time": None if run.finished.seconds is None else clock(run.finished.seconds),
             # when the picture came back: two attacks that end at the same PSNR may differ fivefold here
             "30 dB after": milestones.recovered_after(run.finished.history, m)}

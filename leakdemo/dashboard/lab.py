@@ -23,7 +23,7 @@ from ..errors import LeakdemoError
 from ..settings import LPIPS_HELP, MODEL_NAMES, round_clients
 from ..switch import refit
 from ..scenario import format_note, from_dict, presets, scenario_json, uploads_note
-from ..words import fixed, plural, small_figure, three_digits
+from ..words import clock, fixed, plural, small_figure, three_digits, time_left
 from ..utility import barely_learns
 from . import state
 from .axes import RUN_FRAME, log_axis
@@ -657,7 +657,7 @@ def _figures(fin, latest, started) -> None:
                        help=m.get("lpips_note") or LPIPS_HELP)
         cols[3].metric("Label accuracy", "n/a" if m["label_accuracy"] is None else f"{m['label_accuracy']:.0%}",
                        help=_label_help(m, started.scenario["params"]))
-        cols[4].metric("Time", f"{fin.seconds:.1f} s")
+        cols[4].metric("Time", clock(fin.seconds, short=True))
         if m.get("lpips_note"):
             st.caption(m["lpips_note"])
     elif latest is not None and latest.psnr is not None:
@@ -688,11 +688,11 @@ def run_view(handle, settling: bool = False) -> None:
     elif latest is not None and not handle.done:
         seconds = latest.seconds + since  # the clock runs on between events (RunHandle.since_latest)
         left = None if latest.eta is None else max(0.0, latest.eta - since)
-        eta = f" · about {left:.0f} s left" if left is not None and seconds > 1 else ""
+        eta = f" · about {time_left(left)} left" if left is not None and seconds > 1 else ""
         noun = catalog.step_noun(handle.scenario.params)
         st.progress(min(1.0, latest.iteration / max(latest.total, 1)),
                     text=f"{noun[0].upper() + noun[1:]} {latest.iteration} / {latest.total}{f' · {latest.stage}' if latest.stage else ''}"
-                         f" · {seconds:.1f} s{eta}"
+                         f" · {clock(seconds)}{eta}"
                          + (" · stopping…" if handle.stopping else ""))
     if status == "failed":
         st.error(f"The run could not complete: {error}")
@@ -706,7 +706,7 @@ def run_view(handle, settling: bool = False) -> None:
         noun = catalog.step_noun(handle.scenario.params)
         when = milestones.sentence(getattr(fin, "history", None), fin.metrics, status == "finished", noun)
         st.success(f"**{word}** after {catalog.steps_taken(handle.scenario.params, fin.iterations)} in "
-                   f"{fin.seconds:.1f} s."
+                   f"{clock(fin.seconds)}."
                    + (f" {when}" if when else "")
                    + (f" The attack {fin.metrics['note']}." if fin.metrics.get("note") else ""),
                    icon=":material/check_circle:")

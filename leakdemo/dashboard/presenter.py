@@ -19,7 +19,7 @@ from ..artifacts import as_mosaics, grid, pair_grid, shown_originals
 from ..errors import LeakdemoError
 from ..gallery import open_gallery, showcase_rows, showcase_why
 from ..store import open_store
-from ..words import fixed, plural
+from ..words import clock, fixed, plural
 from .pictures import show
 from .shared import queue_line, run_pool, same_page_as_before, setup_line
 from .compare import frame_at, judged_extras, run_refs, your_runs
@@ -390,11 +390,11 @@ def showcase_body(path: str, run_id: int, pace) -> None:
         right.metric("SSIM", "…" if ssim is None else fixed(ssim, 2))
     if final:
         _cost_metric(right, m, run.scenario.get("params", {}))
-        right.metric("Run time", f"{run.finished.seconds:.0f} s")
+        right.metric("Run time", clock(run.finished.seconds, 0, short=True))
         _recovered_metric(right, run.finished)
     else:
         seconds = _history_at(run, it, "seconds")
-        right.metric("Time", "…" if seconds is None else f"{seconds:.0f} s")
+        right.metric("Time", "…" if seconds is None else clock(seconds, 0, short=True))
     if (TICK if st.session_state["p_pos"] < 1.0 else None) != pace:
         st.rerun()
 
@@ -497,7 +497,7 @@ def live_body(preset: str, pace) -> None:
             right.metric("PSNR", f"{m['psnr']:.1f} dB")
             right.metric("SSIM", fixed(m['ssim'], 2))
         _cost_metric(right, m, handle.scenario.params)
-        right.metric("Run time", f"{fin.seconds:.0f} s")
+        right.metric("Run time", clock(fin.seconds, 0, short=True))
         _recovered_metric(right, fin)
     elif latest is not None:
         accuracy = (latest.checks or {}).get("attack_accuracy")
@@ -505,7 +505,7 @@ def live_body(preset: str, pace) -> None:
             right.metric("Attack accuracy", f"{accuracy:.0%}")
         else:
             right.metric("PSNR", "…" if latest.psnr is None else f"{latest.psnr:.1f} dB")
-        right.metric("Time", f"{latest.seconds + handle.since_latest():.0f} s")
+        right.metric("Time", clock(latest.seconds + handle.since_latest(), 0, short=True))
     if handle.done:
         right.button("Run again", on_click=_start_live, args=(preset,), icon=":material/replay:", width="stretch")
     if _live_pace(handle) != pace:
@@ -533,7 +533,7 @@ def _cost_metric(column, m: dict, p: dict) -> None:
 
 def _recovered_metric(column, fin) -> None:
     """When the picture came back (30 dB), or 'never': the figure a class remembers, under the run's time."""
-    after = milestones.recovered_after(getattr(fin, "history", None), fin.metrics)
+    after = milestones.recovered_after(getattr(fin, "history", None), fin.metrics, short=True)
     if after is not None:
         column.metric("30 dB after", after, help=milestones.RECOVERED_HELP)
 

@@ -27,7 +27,7 @@ from ..sweeps import meant_sweeps, sweeps
 from ..tradeoff import (SHARE_RANGE, UTILITY_TITLES, axis_title, epsilon_title, equations_line, has_epsilon,
                         knob_name, named_series, one_figure_line, plain, point_words, privacy_key, shown_table,
                         strip_caption, strip_series, sweep_csv, utility_range)
-from ..words import meant_question, plural, small_figure, value_text
+from ..words import clock, meant_question, plural, small_figure, time_left, value_text
 from .axes import CHAR_PX, LABEL_PX, VEIL, label_place, side_by_side
 from .pictures import IMAGE_CSS, png_once
 from .server_disk import check_disk
@@ -900,8 +900,8 @@ def sweep_panel(pace, refused: bool = False) -> None:
     total = max(job.total_runs, 1)
     since = job.since_latest()
     left = None if job.eta is None or job.done else max(0.0, job.eta - since)
-    eta = "" if left is None or left < 1 else f", about {math.ceil(left)} s left"  # spent: the clock runs on
-    clock = f"in {job.seconds:.0f} s" if job.done else f"{job.seconds + since:.0f} s so far"
+    eta = "" if left is None or left < 1 else f", about {time_left(left)} left"  # spent: the clock runs on
+    took = f"in {clock(job.seconds, 0)}" if job.done else f"{clock(job.seconds + since, 0)} so far"
     status = {"starting": "Starting…", "running": "Running", "finished": "Finished", "stopped": "Stopped",
               "failed": "Failed"}[job.status]
     if getattr(job, "recorded_for", None) and job.done:
@@ -910,7 +910,7 @@ def sweep_panel(pace, refused: bool = False) -> None:
     else:
         st.progress(min(1.0, job.done_runs / total),
                     text=f"{status}: {job.done_runs}/{job.total_runs} runs ({job.cached} from the run store), "
-                         f"{plural(len(rows), 'point')} done {clock}{eta}"
+                         f"{plural(len(rows), 'point')} done {took}{eta}"
                          + (f" · first point after {job.first_point_s:.0f} s" if job.first_point_s is not None else "")
                          + (f" · up to {job.batch} runs attacked as one program" if job.batch > 1 else ""))
     if getattr(job, "from_gallery", False):
