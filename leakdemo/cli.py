@@ -552,6 +552,10 @@ def cmd_bench(args) -> int:
         raise LeakdemoError(f"device: each device once; {args.device!r} names {resolved[0]} twice on this machine")
     threads = torch.get_num_threads()
     cpu_threads = args.cpu_threads or threads
+    cores = os.cpu_count() or 1
+    if cpu_threads > cores:  # the threads take turns on the cores: slower rows than at `cores`, with no word
+        notes.append(f"note: --cpu-threads {cpu_threads} is more than this machine's {plural(cores, 'core')}: the "
+                     f"threads take turns on them, so the CPU's rows time slower than at --cpu-threads {cores}")
     side_by_side = len(devices) > 1
     if side_by_side:
         where = f"devices {', '.join(resolved)} side by side, the CPU's rows on {plural(cpu_threads, 'thread')}"
