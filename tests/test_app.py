@@ -408,6 +408,29 @@ def test_a_link_naming_another_protocol_opens_that_protocols_scenario_as_the_sid
         assert (s["attack"], s["data"], s["batch_size"]) == ("cafe", "digits", 40)
 
 
+def test_a_hand_typed_link_naming_another_source_of_data_fits_it_as_the_sidebar_does():
+    """`?preset=pli&data=digits` dropped the digits ("Ignored from the link: data=digits (target_classes: must be
+    below the number of classes (10) …)") and opened PLI on the faces; picking digits in the sidebar gives
+    pli-digits' 5 private classes. `?preset=cafe&data=faces` kept 200 samples of the 100 faces beside a greyed
+    Run. A link now gets what the Source box gives, and the page says what changed besides."""
+    for preset, data, label in (("pli", "digits", "Private target classes"), ("pli-10-clients", "digits", "Clients"),
+                                ("cafe", "faces", "Training samples N")):
+        clicked = lab(preset=preset)
+        widget(clicked, "Source").set_value(data).run()
+        typed = lab(preset=preset, data=data)
+        assert not typed.warning and not typed.error and not typed.button[0].disabled, (preset, typed.warning)
+        assert widget(typed, label).value == widget(clicked, label).value, (preset, label)
+        assert widget(typed, "Source").value == data
+        said = " ".join(i.value for i in typed.info)
+        assert said.startswith("The link's data is ") and said.split(": ", 1)[1] in " ".join(
+            i.value for i in clicked.info), said  # what the switch said, word for word
+        assert state.from_query(state.to_query(state.from_query({"preset": preset, "data": data})[0]))[1] == []
+    typed = lab(preset="pli", data="digits", target_classes="3")  # the link's own value stands over the fit
+    assert widget(typed, "Private target classes").value == 3 and not typed.warning and not typed.info[:-1]
+    assert not any(i.value.startswith("The link's data") for i in typed.info)  # "target_classes is now 5" was not so
+    assert not any(i.value.startswith("The link's data") for i in lab(preset="dlg", data="digits").info)
+
+
 def test_a_switched_protocols_link_keeps_a_value_set_back_to_the_presets():
     """On cafe-training, switch to FedSGD (DLG, learning rate 1.0), then set the learning rate to 0.4, the preset's:
     the link left lr out (it equals the preset's) and reopened at 1.0. One such scenario in three came back changed."""
@@ -590,9 +613,12 @@ def test_link_values_that_only_fit_together_are_all_accepted():
     # "Ignored from the link: batch_size: … Using the default instead.", as if batch_size had been dropped
     assert s["n_samples"] == 200 and s["batch_size"] == 40
     assert ignored == [state.Ignored("n_samples=24 (batch_size: must be at most n_samples (24), got 40)")]
-    s, ignored = state.from_query({"preset": "pli", "data": "digits"})  # the preset's 10 target classes of 10
-    assert s["data"] == "faces" and ignored[0].text.startswith("data=digits (target_classes: must be below the "
-                                                               "number of classes (10)"), ignored
+    # the link's own value that its data refuses: that value goes, the data stays (with pli-digits' 5 classes,
+    # as the Source box fits them; the test of links naming another source)
+    s, ignored = state.from_query({"preset": "pli", "data": "digits", "target_classes": "10"})
+    assert (s["data"], s["target_classes"]) == ("digits", 5) and [i.text for i in ignored] == [
+        "target_classes: must be below the number of classes (10) so the public set keeps clean identities to learn "
+        "from; got 10"]
 
 
 def test_logit_sharing_offers_pli_and_checks_its_data_in_the_sidebar():

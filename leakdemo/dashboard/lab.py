@@ -135,7 +135,11 @@ def _init_session() -> None:
 def _load_link() -> None:
     """The scenario the address bar's link describes, into the sidebar, with a note on each value it ignores."""
     query, twice = state.one_each(st.query_params)
-    s, ignored = state.from_query(query)
+    refitted = []  # what the link's source of data changed besides, said as the Source box says it
+    s, ignored = state.from_query(query, refitted)
+    if refitted:
+        source = catalog.PROTOCOLS[s["protocol"]].param("data")
+        _say(loaded_note=f"The link's data is {source.show(s['data'])}: " + " ".join(f"{n}." for n in refitted))
     # a name given twice that the scenario takes stays at the preset's value; one it does not take, at nothing
     ignored = [state.Ignored(note, key == "preset" or key in s.params) for key, note in twice.items()] + ignored
     st.session_state["ignored"] = (ignored, s.params)  # shown while the page still holds the link's scenario

@@ -6,7 +6,7 @@ from typing import Mapping, NamedTuple
 from .. import catalog
 from ..errors import LeakdemoError, ParamError
 from ..scenario import Scenario, load_preset, presets, resolve, unknown_preset_hint
-from ..switch import switch
+from ..switch import refit, switch
 
 DEFAULT_PRESET = "dlg"
 
@@ -67,8 +67,10 @@ def one_by_one(check, values: dict) -> tuple[dict, dict[str, Ignored]]:
     return accepted, errors
 
 
-def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
-    """The scenario a shared URL describes. Bad values fall back to defaults and are reported, not fatal."""
+def from_query(query: Mapping[str, str], said: list[str] | None = None) -> tuple[Scenario, list[Ignored]]:
+    """The scenario a shared URL describes. Bad values fall back to defaults and are reported, not fatal.
+    said: where to add what the link's source of data changed besides (`?preset=pli-10-clients&data=digits`:
+    "clients is back at its default, 1 — 10 is refused there: …"), as the sidebar's Source box says it."""
     ignored = []
     name = query.get("preset", DEFAULT_PRESET)
     if name not in presets():
@@ -90,6 +92,11 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
         # protocol's own attack and defaults, and the link's values on top — as the sidebar's clicks give.
         # (`?protocol=vfl` gave DLG on the preset's one coffee photo where the sidebar gives CAFE on 200 digits)
         base = switch(start, "protocol", proto)[0].params
+    if query.get("data") not in (None, resolve(base, preset=name)["data"]):
+        base, notes = _with_data(base, query["data"], name)
+        # each note begins with the value it speaks of ("target_classes is now 5, …"): one the link sets says nothing
+        if said is not None:
+            said.extend(n for n in notes if n.split(" ", 1)[0] not in query)
     accepted = {}
     # choices first, so that each parameter is checked against the right components
     keys = sorted((k for k in query if k != "preset"), key=lambda k: k not in ("protocol", "attack", "defense"))
@@ -125,6 +132,21 @@ def from_query(query: Mapping[str, str]) -> tuple[Scenario, list[Ignored]]:
                 accepted.pop("images")
                 scenario = resolve(base, accepted, preset=name)
     return scenario, ignored
+
+
+def _with_data(base: dict, data: str, preset: str) -> tuple[dict, list[str]]:
+    """base on another source of data, made to fit as the sidebar's Source box makes it (lab._on_data): a typed
+    `?preset=pli&data=digits` dropped the digits ("target_classes: must be below the number of classes (10)"),
+    where picking them in the sidebar gives pli-digits' 5 private classes; `?preset=cafe&data=faces` kept 200
+    samples of the 100 faces beside a greyed Run. A source that still does not fit is left to the check below,
+    which names it. Returns the values and what else changed, in words."""
+    from ..data import check_source
+    values = {k: v for k, v in base.items() if k != "images"}  # names belong to their source
+    try:
+        new, notes = refit(values, {"data": data}, preset, check_source)
+    except LeakdemoError:
+        return base, []
+    return new.params, notes
 
 
 def _homes(query: Mapping[str, str]) -> list[str]:
